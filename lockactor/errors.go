@@ -1,0 +1,18 @@
+package lockactor
+
+import "github.com/holdfast/holdfast/scripts"
+
+import "errors"
+
+// The causes a request ends with. Package holdfast exports the same values
+// (holdfast.ErrReleased == lockactor.ErrReleased), so errors.Is works across.
+var (
+	ErrReleased      = errors.New("holdfast: lock released")
+	ErrWaitTimeout   = errors.New("holdfast: wait budget spent before the lock was granted")
+	ErrLeaseExpired  = errors.New("holdfast: lease expired before it could be renewed")
+	ErrNotOwner      = errors.New("holdfast: Redis no longer shows this owner holding the lock")
+	ErrClosed        = errors.New("holdfast: client closed")
+	ErrInvalidName   = scripts.ErrInvalidName
+	ErrInvalidOption = errors.New("holdfast: invalid option")
+	ErrNotHeld       = errors.New("holdfast: lock not held")
+)

@@ -1,0 +1,379 @@
+package lockactor
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/scripts"
+)
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+const lease = 30 * time.Second
+
+// driver feeds a machine and keeps what it emitted.
+type driver struct {
+	t   *testing.T
+	m   *Machine
+	now time.Time
+}
+
+func newDriver(t *testing.T) *driver {
+	return &driver{t: t, m: New(Config{Slack: 10 * time.Millisecond}), now: t0}
+}
+
+func (d *driver) step(msg Msg) []Effect {
+	return append([]Effect(nil), d.m.Step(d.now, msg)...)
+}
+
+func (d *driver) enqueue(id ReqID, field string, wait time.Duration) []Effect {
+	return d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: id, Field: field, Lease: lease, Watchdog: true, Wait: wait}})
+}
+
+func one(t *testing.T, effs []Effect, kind EffectKind) Effect {
+	t.Helper()
+	var found []Effect
+	for _, e := range effs {
+		if e.Kind == kind {
+			found = append(found, e)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want exactly one %v effect, got %d in %v", kind, len(found), kinds(effs))
+	}
+	return found[0]
+}
+
+func none(t *testing.T, effs []Effect, kind EffectKind) {
+	t.Helper()
+	for _, e := range effs {
+		if e.Kind == kind {
+			t.Fatalf("want no %v effect, got %v", kind, kinds(effs))
+		}
+	}
+}
+
+func indexOf(effs []Effect, kind EffectKind) int {
+	for i, e := range effs {
+		if e.Kind == kind {
+			return i
+		}
+	}
+	return -1
+}
+
+func kinds(effs []Effect) []string {
+	var out []string
+	for _, e := range effs {
+		out = append(out, e.Kind.String())
+	}
+	return out
+}
+
+func granted(op uint64, count int64, token uint64) Msg {
+	return Msg{Kind: MsgAcquireReply, Op: op, Acquire: AcquireResult{Code: scripts.AcquireGranted, Count: count, Token: token}}
+}
+
+func held(op uint64, pttl time.Duration) Msg {
+	return Msg{Kind: MsgAcquireReply, Op: op, Acquire: AcquireResult{Code: scripts.AcquireHeld, PTTL: pttl}}
+}
+
+func TestUncontendedAcquireRenewRelease(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	if acq.Field != "c:a" || acq.Expected != 0 || acq.Lease != lease {
+		t.Fatalf("acquire effect %+v", acq)
+	}
+	d.now = t0.Add(5 * time.Millisecond) // the reply comes later than the send
+	effs := d.step(granted(acq.Op, 1, 7))
+	a := one(t, effs, EffAcquired)
+	if want := Validity(t0, lease); a.Token != 7 || !a.At.Equal(want) {
+		t.Fatalf("acquired token %d deadline %v, want 7 and %v (measured from the send)", a.Token, a.At, want)
+	}
+	var renewAt, deadlineAt time.Time
+	for _, e := range effs {
+		if e.Kind == EffSchedule && e.Timer.Kind == TimerRenew {
+			renewAt = e.At
+		}
+		if e.Kind == EffSchedule && e.Timer.Kind == TimerDeadline {
+			deadlineAt = e.At
+		}
+	}
+	if !renewAt.Equal(t0.Add(lease / 3)) {
+		t.Fatalf("renewal at %v, want %v", renewAt, t0.Add(lease/3))
+	}
+	if !deadlineAt.Before(a.At) {
+		t.Fatalf("deadline timer %v must fire before the deadline %v", deadlineAt, a.At)
+	}
+
+	// Renewal on the absolute grid.
+	d.now = t0.Add(lease/3 + 3*time.Millisecond)
+	gen := uint64(0)
+	effs = d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, 0}})
+	none(t, effs, EffRenew) // unknown generation: ignored
+	for g := range d.m.byGen {
+		gen = g
+	}
+	effs = d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}})
+	r := one(t, effs, EffRenew)
+	next := one(t, effs, EffSchedule)
+	if !next.At.Equal(t0.Add(2 * lease / 3)) {
+		t.Fatalf("next renewal at %v, want %v (no drift from the late tick)", next.At, t0.Add(2*lease/3))
+	}
+	sent := d.now
+	d.now = d.now.Add(time.Second)
+	effs = d.step(Msg{Kind: MsgRenewReply, Op: r.Op, Sent: sent, Renewed: true})
+	if dl := one(t, effs, EffDeadline); !dl.At.Equal(Validity(sent, lease)) {
+		t.Fatalf("renewed deadline %v, want %v", dl.At, Validity(sent, lease))
+	}
+
+	effs = d.step(Msg{Kind: MsgRelease, ID: 1})
+	rel := one(t, effs, EffRelease)
+	if rel.Expected != 1 {
+		t.Fatalf("release expected %d, want 1", rel.Expected)
+	}
+	effs = d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0})
+	if one(t, effs, EffReleaseDone).Err != nil || indexOf(effs, EffReleaseDone) > indexOf(effs, EffLost) {
+		t.Fatalf("release reply effects %v: want release-done(nil) before lost", kinds(effs))
+	}
+	if l := one(t, effs, EffLost); !errors.Is(l.Err, ErrReleased) {
+		t.Fatalf("lost with %v", l.Err)
+	}
+	if !d.m.Idle() {
+		t.Fatal("machine not idle after release")
+	}
+}
+
+func TestWaiterSubscribesSleepsAtMostPTTLAndWakes(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	effs := d.step(held(acq.Op, 700*time.Millisecond))
+	one(t, effs, EffSubscribe)
+	if s := one(t, effs, EffSchedule); s.Timer.Kind != TimerRetry || !s.At.Equal(t0.Add(700*time.Millisecond)) {
+		t.Fatalf("retry timer %+v, want at now+pttl", s)
+	}
+	// Confirmed subscription: one more try closes the gap before it.
+	acq = one(t, d.step(Msg{Kind: MsgSubscribed}), EffAcquire)
+	effs = d.step(held(acq.Op, 600*time.Millisecond))
+	none(t, effs, EffAcquire)
+	// A second waiter does not add a second attempt.
+	none(t, d.enqueue(2, "c:b", -1), EffAcquire)
+	// The release message wakes the head waiter.
+	acq = one(t, d.step(Msg{Kind: MsgWake}), EffAcquire)
+	if acq.Field != "c:a" {
+		t.Fatalf("woke %q, want the head waiter c:a", acq.Field)
+	}
+	effs = d.step(granted(acq.Op, 1, 3))
+	if one(t, effs, EffAcquired).ID != 1 {
+		t.Fatal("head waiter not granted")
+	}
+	none(t, effs, EffUnsubscribe) // waiter 2 still waits
+	// Without a message, the retry timer alone brings the next attempt.
+	rel := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffRelease)
+	acq = one(t, d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0}), EffAcquire)
+	if acq.Field != "c:b" {
+		t.Fatalf("next attempt for %q, want c:b (local handoff)", acq.Field)
+	}
+	effs = d.step(granted(acq.Op, 1, 4))
+	one(t, effs, EffUnsubscribe)
+}
+
+func TestWakeDuringAttemptRetriesAtOnce(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	d.step(held(acq.Op, time.Second))
+	acq = one(t, d.step(Msg{Kind: MsgSubscribed}), EffAcquire)
+	none(t, d.step(Msg{Kind: MsgWake}), EffAcquire) // attempt in flight
+	// The attempt lost the race with the release announced meanwhile.
+	one(t, d.step(held(acq.Op, time.Second)), EffAcquire)
+}
+
+func TestTryOnceAndWaitBudget(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", 0), EffAcquire)
+	effs := d.step(held(acq.Op, time.Second))
+	if l := one(t, effs, EffLost); !errors.Is(l.Err, ErrWaitTimeout) {
+		t.Fatalf("try-once ended with %v", l.Err)
+	}
+	if !d.m.Idle() {
+		t.Fatal("not idle after try-once failed")
+	}
+
+	effs = d.enqueue(2, "c:b", 2*time.Second)
+	if s := one(t, effs, EffSchedule); s.Timer.Kind != TimerWait || !s.At.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("wait timer %+v", s)
+	}
+	acq = one(t, effs, EffAcquire)
+	d.step(held(acq.Op, 10*time.Second))
+	d.now = t0.Add(2 * time.Second)
+	effs = d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerWait, 2}})
+	if l := one(t, effs, EffLost); !errors.Is(l.Err, ErrWaitTimeout) {
+		t.Fatalf("wait budget ended with %v", l.Err)
+	}
+	one(t, effs, EffUnsubscribe)
+}
+
+func TestCancelWhileAttemptInFlightUndoesTheGrant(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	cause := errors.New("ctx done")
+	none(t, d.step(Msg{Kind: MsgCancel, ID: 1, Err: cause}), EffLost)
+	effs := d.step(granted(acq.Op, 1, 9))
+	none(t, effs, EffAcquired)
+	rel := one(t, effs, EffRelease)
+	if rel.Expected != 1 || rel.Field != "c:a" {
+		t.Fatalf("undo release %+v", rel)
+	}
+	if l := one(t, effs, EffLost); l.Err != cause {
+		t.Fatalf("lost with %v, want the cancel cause", l.Err)
+	}
+	if d.m.Idle() {
+		t.Fatal("idle while the undo is in flight")
+	}
+	d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0})
+	if !d.m.Idle() {
+		t.Fatal("not idle after the undo")
+	}
+}
+
+func TestAmbiguousAttemptRepeatsThenUndoesOnGiveUp(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", time.Second), EffAcquire)
+	effs := d.step(Msg{Kind: MsgAcquireReply, Op: acq.Op, Fault: Ambiguous, Err: errors.New("timeout")})
+	retry := one(t, effs, EffSchedule)
+	if retry.Timer.Kind != TimerRetry {
+		t.Fatalf("want a retry timer, got %+v", retry)
+	}
+	d.now = retry.At
+	acq2 := one(t, d.step(Msg{Kind: MsgTimer, Timer: retry.Timer}), EffAcquire)
+	if acq2.Expected != 0 || acq2.Field != acq.Field {
+		t.Fatalf("repeat %+v must carry the same arguments", acq2)
+	}
+	d.step(Msg{Kind: MsgAcquireReply, Op: acq2.Op, Fault: Ambiguous, Err: errors.New("timeout")})
+	d.now = t0.Add(time.Second)
+	effs = d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerWait, 1}})
+	rel := one(t, effs, EffRelease)
+	if rel.Expected != 1 {
+		t.Fatalf("undo expected %d", rel.Expected)
+	}
+	if l := one(t, effs, EffLost); !errors.Is(l.Err, ErrWaitTimeout) {
+		t.Fatalf("lost %v", l.Err)
+	}
+	// The release effect comes before Lost: it is sent before failure is reported.
+	if effs[len(effs)-1].Kind == EffRelease {
+		t.Fatal("release sent after the failure was reported")
+	}
+}
+
+func TestReentrySharesTokenAndBalances(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:w", -1), EffAcquire)
+	d.step(granted(acq.Op, 1, 5))
+	acq = one(t, d.enqueue(2, "c:w", -1), EffAcquire)
+	if acq.Expected != 1 {
+		t.Fatalf("reentry expected %d, want 1", acq.Expected)
+	}
+	if a := one(t, d.step(granted(acq.Op, 2, 5)), EffAcquired); a.Token != 5 || a.ID != 2 {
+		t.Fatalf("reentry acquired %+v", a)
+	}
+	rel := one(t, d.step(Msg{Kind: MsgRelease, ID: 2}), EffRelease)
+	if rel.Expected != 2 {
+		t.Fatalf("inner release expected %d", rel.Expected)
+	}
+	effs := d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 1})
+	if l := one(t, effs, EffLost); l.ID != 2 {
+		t.Fatalf("lost %+v", l)
+	}
+	none(t, effs, EffCancelTimer) // the outer hold keeps its timers
+	rel = one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffRelease)
+	d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0})
+	if !d.m.Idle() {
+		t.Fatal("not idle")
+	}
+}
+
+func TestRenewalFindsOwnerGone(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	d.step(granted(acq.Op, 1, 1))
+	var gen uint64
+	for g := range d.m.byGen {
+		gen = g
+	}
+	d.now = t0.Add(lease / 3)
+	r := one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}}), EffRenew)
+	effs := d.step(Msg{Kind: MsgRenewReply, Op: r.Op, Sent: d.now, Renewed: false})
+	if l := one(t, effs, EffLost); !errors.Is(l.Err, ErrNotOwner) {
+		t.Fatalf("lost %v", l.Err)
+	}
+	if !d.m.Idle() {
+		t.Fatal("not idle")
+	}
+}
+
+func TestDeadlinePassesWithoutRenewal(t *testing.T) {
+	d := newDriver(t)
+	d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 1, Field: "c:a", Lease: time.Second, Wait: -1}})
+	effs := d.step(granted(1, 1, 1))
+	var dl Effect
+	for _, e := range effs {
+		if e.Kind == EffSchedule && e.Timer.Kind == TimerDeadline {
+			dl = e
+		}
+		if e.Kind == EffSchedule && e.Timer.Kind == TimerRenew {
+			t.Fatal("a fixed lease must not be renewed")
+		}
+	}
+	if want := t0.Add(time.Second - Drift(time.Second) - 10*time.Millisecond); !dl.At.Equal(want) {
+		t.Fatalf("deadline timer at %v, want %v", dl.At, want)
+	}
+	d.now = dl.At
+	if l := one(t, d.step(Msg{Kind: MsgTimer, Timer: dl.Timer}), EffLost); !errors.Is(l.Err, ErrLeaseExpired) {
+		t.Fatalf("lost %v", l.Err)
+	}
+	// Release after the hold is over.
+	if rd := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffReleaseDone); !errors.Is(rd.Err, ErrNotHeld) {
+		t.Fatalf("release after loss: %v", rd.Err)
+	}
+}
+
+func TestShutdownReleasesHoldsAndEndsWaiters(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	d.step(granted(acq.Op, 1, 1))
+	d.enqueue(2, "c:b", -1)
+	effs := d.step(Msg{Kind: MsgShutdown, Err: ErrClosed})
+	rel := one(t, effs, EffRelease)
+	if rel.Expected != 0 || rel.Field != "c:a" {
+		t.Fatalf("shutdown release %+v", rel)
+	}
+	if l := one(t, effs, EffLost); l.ID != 2 || l.Err != ErrClosed {
+		t.Fatalf("waiter lost %+v", l)
+	}
+	// No retry while closing.
+	effs = d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Fault: Ambiguous, Err: errors.New("down")})
+	if l := one(t, effs, EffLost); l.ID != 1 || l.Err != ErrClosed {
+		t.Fatalf("holder lost %+v", l)
+	}
+	if !d.m.Idle() {
+		t.Fatal("not idle after shutdown")
+	}
+	if l := one(t, d.enqueue(3, "c:c", -1), EffLost); l.Err != ErrClosed {
+		t.Fatal("enqueue after shutdown must end at once")
+	}
+}
+
+func TestWrongTypeEndsRequest(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	wrong := errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
+	effs := d.step(Msg{Kind: MsgAcquireReply, Op: acq.Op, Fault: Permanent, Err: wrong})
+	if l := one(t, effs, EffLost); !errors.Is(l.Err, wrong) {
+		t.Fatalf("lost %v", l.Err)
+	}
+	none(t, effs, EffRelease)
+	if !d.m.Idle() {
+		t.Fatal("not idle")
+	}
+}

@@ -1,0 +1,181 @@
+// Package renewal is holdfast's watchdog transport: it gathers the lease
+// renewals that lock actors ask for within one tick of the timer wheel and
+// sends them to Redis in batches, one renew-script call per group of up to
+// MaxBatch keys that may share a call (the same cluster slot, or any keys on a
+// standalone server), instead of one call per lock.
+//
+// # Concurrency
+//
+// Add may be called from any goroutine. A Batcher owns the goroutines that
+// carry its calls and waits for them in Close. Each Item's Done is called
+// exactly once, from one of those goroutines (or from Close's caller when the
+// batcher is already closed); it must not block.
+package renewal
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// ErrClosed is given to Done for items added after Close.
+var ErrClosed = errors.New("renewal: batcher closed")
+
+// Item is one renewal: extend Field's lease on Key to Lease.
+type Item struct {
+	Key   string
+	Field string
+	Lease time.Duration
+	// Done receives the outcome: sent is the clock time taken before the
+	// batch carrying the item was sent (the start of the new lease's
+	// validity); renewed is false when Key no longer holds Field; err is the
+	// call's error, in which case renewed is meaningless.
+	Done func(sent time.Time, renewed bool, err error)
+}
+
+// Exec runs the renew script on keys with args (field, lease-ms pairs) and
+// returns one result per key: true when renewed.
+type Exec func(ctx context.Context, keys, args []string) ([]bool, error)
+
+// Config configures a Batcher.
+type Config struct {
+	Clock clock.Clock
+	// After runs fn once after at least d on the clock; the lock runtime
+	// passes its timer wheel, so a batch closes at the next tick. Required.
+	After func(d time.Duration, fn func())
+	Exec  Exec // required
+	// Group names the batch group of a key; keys of different groups never
+	// share a call. Nil puts every key in one group (standalone Redis).
+	Group func(key string) uint16
+	// MaxBatch is the most keys in one call. Default 100.
+	MaxBatch int
+	// Context bounds every call; its cancellation aborts calls in flight.
+	// Default context.Background().
+	Context context.Context
+}
+
+// Batcher gathers renewals and sends them in batches.
+type Batcher struct {
+	cfg Config
+	wg  sync.WaitGroup
+
+	mu sync.Mutex // guards the fields below
+	// pending holds the items of the batch being gathered; flushing is set
+	// while a flush is scheduled for them.
+	pending  []Item
+	flushing bool
+	closed   bool
+}
+
+// New returns a Batcher. It starts no goroutine until a batch is sent.
+func New(cfg Config) *Batcher {
+	if cfg.MaxBatch <= 0 {
+		cfg.MaxBatch = 100
+	}
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.New()
+	}
+	return &Batcher{cfg: cfg}
+}
+
+// Add queues one renewal for the batch that closes at the next tick.
+func (b *Batcher) Add(it Item) {
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		it.Done(time.Time{}, false, ErrClosed)
+		return
+	}
+	b.pending = append(b.pending, it)
+	schedule := !b.flushing
+	b.flushing = true
+	b.mu.Unlock()
+	if schedule {
+		b.cfg.After(0, b.flush)
+	}
+}
+
+// flush sends every pending item, grouped and cut into batches.
+func (b *Batcher) flush() {
+	b.mu.Lock()
+	items := b.pending
+	b.pending, b.flushing = nil, false
+	if b.closed {
+		b.mu.Unlock()
+		for _, it := range items {
+			it.Done(time.Time{}, false, ErrClosed)
+		}
+		return
+	}
+	var groups map[uint16][]Item
+	if b.cfg.Group != nil {
+		groups = make(map[uint16][]Item)
+		for _, it := range items {
+			g := b.cfg.Group(it.Key)
+			groups[g] = append(groups[g], it)
+		}
+	} else {
+		groups = map[uint16][]Item{0: items}
+	}
+	for _, group := range groups {
+		for len(group) > 0 {
+			n := min(len(group), b.cfg.MaxBatch)
+			b.wg.Add(1)
+			go b.send(group[:n:n])
+			group = group[n:]
+		}
+	}
+	b.mu.Unlock()
+}
+
+func (b *Batcher) send(batch []Item) {
+	defer b.wg.Done()
+	keys := make([]string, len(batch))
+	args := make([]string, 0, 2*len(batch))
+	for i, it := range batch {
+		keys[i] = it.Key
+		args = append(args, it.Field, formatMillis(it.Lease))
+	}
+	sent := b.cfg.Clock.Now()
+	renewed, err := b.cfg.Exec(b.cfg.Context, keys, args)
+	if err == nil && len(renewed) != len(batch) {
+		err = errors.New("renewal: reply length differs from batch length")
+	}
+	for i, it := range batch {
+		if err != nil {
+			it.Done(sent, false, err)
+			continue
+		}
+		it.Done(sent, renewed[i], nil)
+	}
+}
+
+// Close refuses new items, fails the ones not yet sent with ErrClosed, and
+// waits for the calls in flight.
+func (b *Batcher) Close() {
+	b.mu.Lock()
+	b.closed = true
+	items := b.pending
+	b.pending = nil
+	b.mu.Unlock()
+	for _, it := range items {
+		it.Done(time.Time{}, false, ErrClosed)
+	}
+	b.wg.Wait()
+}
+
+// formatMillis renders d in whole milliseconds, at least 1.
+func formatMillis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}

@@ -1,0 +1,45 @@
+-- acquire: take or re-enter the reentrant lock at KEYS[1] for one owner.
+--
+-- KEYS[1]  lock hash      holdfast:{NAME}        field OWNER -> reentry count
+-- KEYS[2]  fence counter  holdfast:{NAME}:fence  INCR on every fresh grant, never expires
+-- ARGV[1]  owner field    CLIENTID:OWNER
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  the count the caller believes the owner holds before this grant (0 = fresh)
+--
+-- Replies:
+--   {1, count, token}  granted; token is the fencing token of the owner's hold
+--   {0, pttl}          held by another owner; pttl bounds the caller's sleep
+--   {-1, count}        the owner's count in Redis is not what the caller believes
+--                      (for expected > 0 and count 0: the hold is gone)
+--
+-- The call is idempotent: a retry of an attempt that already ran (count is
+-- expected + 1) answers the same grant again, so a caller that saw a timeout can
+-- repeat the call to learn the outcome. The TTL is only ever extended, never
+-- shortened, so a nested grant with a shorter lease cannot cut the lease the
+-- outer grant's validity deadline was computed from.
+local lease = tonumber(ARGV[2])
+local expected = tonumber(ARGV[3])
+local v = redis.call('hget', KEYS[1], ARGV[1])
+local count = 0
+if v then count = tonumber(v) end
+
+if count == expected + 1 then
+  if redis.call('pttl', KEYS[1]) < lease then redis.call('pexpire', KEYS[1], lease) end
+  return {1, count, tonumber(redis.call('get', KEYS[2]) or '0')}
+end
+if count ~= expected then
+  return {-1, count}
+end
+if count == 0 and redis.call('exists', KEYS[1]) == 1 then
+  return {0, redis.call('pttl', KEYS[1])}
+end
+
+count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
+local token
+if count == 1 then
+  token = redis.call('incr', KEYS[2])
+else
+  token = tonumber(redis.call('get', KEYS[2]) or '0')
+end
+if redis.call('pttl', KEYS[1]) < lease then redis.call('pexpire', KEYS[1], lease) end
+return {1, count, token}

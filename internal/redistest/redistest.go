@@ -153,7 +153,7 @@ func (s *Server) Client(t testing.TB) rueidis.Client {
 
 // Do runs one command on a fresh connection and returns its reply, failing
 // the test on error. It is meant for inspecting the keyspace.
-func (s *Server) Do(t testing.TB, args ...string) rueidis.RedisMessage {
+func (s *Server) Do(t testing.TB, args ...string) *rueidis.RedisMessage {
 	t.Helper()
 	c := s.Client(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -162,14 +162,13 @@ func (s *Server) Do(t testing.TB, args ...string) rueidis.RedisMessage {
 	if err != nil && !rueidis.IsRedisNil(err) {
 		t.Fatalf("redistest: %v: %v", args, err)
 	}
-	return msg
+	return &msg
 }
 
 // Keys returns every key in the server's keyspace.
 func (s *Server) Keys(t testing.TB) []string {
 	t.Helper()
-	msg := s.Do(t, "KEYS", "*")
-	arr, err := msg.AsStrSlice()
+	arr, err := s.Do(t, "KEYS", "*").AsStrSlice()
 	if err != nil {
 		t.Fatalf("redistest: KEYS: %v", err)
 	}

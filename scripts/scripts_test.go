@@ -1,0 +1,134 @@
+package scripts_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+func TestValidateName(t *testing.T) {
+	long := make([]byte, scripts.MaxNameLen+1)
+	for i := range long {
+		long[i] = 'x'
+	}
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"orders:42", true},
+		{"a}b", true},
+		{string(long[:scripts.MaxNameLen]), true},
+		{"", false},
+		{"}x", false},
+		{string(long), false},
+	} {
+		if err := scripts.ValidateName(tc.name); (err == nil) != tc.ok {
+			t.Errorf("ValidateName(%.20q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+	if name, ok := scripts.NameOfChannel(scripts.Channel("a:b")); !ok || name != "a:b" {
+		t.Fatalf("NameOfChannel round trip: %q %v", name, ok)
+	}
+}
+
+// run evaluates src on the server and returns its integer (array) reply.
+func run(t *testing.T, c rueidis.Client, src string, keys []string, args ...string) []int64 {
+	t.Helper()
+	res := rueidis.NewLuaScript(src).Exec(context.Background(), c, keys, args)
+	if vs, err := res.AsIntSlice(); err == nil {
+		return vs
+	}
+	v, err := res.AsInt64()
+	if err != nil {
+		t.Fatalf("script error: %v", err)
+	}
+	return []int64{v}
+}
+
+func eq(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestScriptsOnRealRedis walks the scripts through the cases their headers
+// document, on a real server.
+func TestScriptsOnRealRedis(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	lock, fence, ch := scripts.LockKey("s"), scripts.FenceKey("s"), scripts.Channel("s")
+	keys := []string{lock, fence}
+	steps := []struct {
+		desc string
+		src  string
+		keys []string
+		args []string
+		want []int64
+	}{
+		{"fresh grant", scripts.Acquire, keys, []string{"c:a", "10000", "0"}, []int64{1, 1, 1}},
+		{"repeat of the grant", scripts.Acquire, keys, []string{"c:a", "10000", "0"}, []int64{1, 1, 1}},
+		{"other owner waits with pttl", scripts.Acquire, keys, []string{"c:b", "10000", "0"}, nil},
+		{"reentry keeps the token", scripts.Acquire, keys, []string{"c:a", "10000", "1"}, []int64{1, 2, 1}},
+		{"count mismatch", scripts.Acquire, keys, []string{"c:a", "10000", "5"}, []int64{-1, 2}},
+		{"renew mine, not theirs", scripts.Renew, []string{lock, scripts.LockKey("none")}, []string{"c:a", "20000", "c:a", "20000"}, []int64{1, 0}},
+		{"release by a stranger", scripts.Release, []string{lock}, []string{"c:b", "1", ch}, []int64{-1}},
+		{"release inner", scripts.Release, []string{lock}, []string{"c:a", "2", ch}, []int64{1}},
+		{"repeat of inner release", scripts.Release, []string{lock}, []string{"c:a", "2", ch}, []int64{1}},
+		{"release mismatch", scripts.Release, []string{lock}, []string{"c:a", "4", ch}, []int64{-2}},
+		{"release outer", scripts.Release, []string{lock}, []string{"c:a", "1", ch}, []int64{0}},
+		{"repeat of final release", scripts.Release, []string{lock}, []string{"c:a", "1", ch}, []int64{-1}},
+		{"next grant, next token", scripts.Acquire, keys, []string{"c:b", "10000", "0"}, []int64{1, 1, 2}},
+		{"abandon whatever the count", scripts.Release, []string{lock}, []string{"c:b", "0", ch}, []int64{0}},
+		{"lost hold seen on reentry", scripts.Acquire, keys, []string{"c:b", "10000", "1"}, []int64{-1, 0}},
+	}
+	for _, s := range steps {
+		got := run(t, c, s.src, s.keys, s.args...)
+		if s.want == nil {
+			if len(got) != 2 || got[0] != 0 || got[1] <= 0 || got[1] > 10000 {
+				t.Fatalf("%s: got %v, want {0, pttl}", s.desc, got)
+			}
+			continue
+		}
+		if !eq(got, s.want) {
+			t.Fatalf("%s: got %v, want %v", s.desc, got, s.want)
+		}
+	}
+	if n, _ := srv.Do(t, "EXISTS", lock).AsInt64(); n != 0 {
+		t.Fatal("lock key left behind")
+	}
+}
+
+func TestShorterReentryLeaseDoesNotCutTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	keys := []string{scripts.LockKey("t"), scripts.FenceKey("t")}
+	run(t, c, scripts.Acquire, keys, "c:a", "60000", "0")
+	run(t, c, scripts.Acquire, keys, "c:a", "1000", "1")
+	if pttl, _ := srv.Do(t, "PTTL", keys[0]).AsInt64(); pttl < 50000 {
+		t.Fatalf("PTTL %d: a nested shorter lease shortened the outer one", pttl)
+	}
+}
+
+func TestWrongTypeAbortsBeforeWriting(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	srv.Do(t, "SET", scripts.LockKey("w"), "x")
+	res := rueidis.NewLuaScript(scripts.Acquire).Exec(context.Background(), c,
+		[]string{scripts.LockKey("w"), scripts.FenceKey("w")}, []string{"c:a", "1000", "0"})
+	if err := res.Error(); err == nil {
+		t.Fatal("acquire on a string key succeeded")
+	}
+	if n, _ := srv.Do(t, "EXISTS", scripts.FenceKey("w")).AsInt64(); n != 0 {
+		t.Fatal("fence counter written by a failed acquire")
+	}
+}

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test command of holdfast (README.md "Running the tests"; .ci/run calls it).
+# Installs redis-server when it is missing, then runs every test with the race
+# detector. Extra arguments go to `go test` (e.g. -run, -short, -v).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "redis-server not found; installing the Debian package redis-server" >&2
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "not root: install it yourself (sudo apt-get install -y redis-server) and run again" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq redis-server >/dev/null
+  # The package starts a system-wide server on 6379; the tests start their
+  # own on free ports and do not need it.
+  (service redis-server stop || true) >/dev/null 2>&1
+fi
+
+go vet ./...
+go test -race -count=1 "$@" ./...

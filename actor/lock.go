@@ -1,0 +1,221 @@
+package actor
+
+import (
+	"context"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+
+	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/pubsub"
+	"github.com/holdfast/holdfast/renewal"
+	"github.com/holdfast/holdfast/scripts"
+	"github.com/holdfast/holdfast/timerwheel"
+)
+
+// lockActor runs the machine of one lock name.
+type lockActor struct {
+	sys  *System
+	name string
+	key  string
+	self *protoactor.PID
+
+	m       *lockactor.Machine
+	handles map[lockactor.ReqID]Handle
+	timers  map[lockactor.TimerKey]*timer
+	seq     uint64
+	unsub   func()
+	// fields are the owner fields this actor may have written to Redis
+	// since it was last idle: on a crash, each is released (abandoned).
+	fields map[string]struct{}
+	done   bool // passivated or stopped: ignore everything
+}
+
+type timer struct {
+	t   *timerwheel.Timer
+	seq uint64
+}
+
+// timerFired is sent by a wheel timer; seq tells a current firing from one
+// that was rescheduled or cancelled after its callback started.
+type timerFired struct {
+	key lockactor.TimerKey
+	seq uint64
+}
+
+// crash makes the actor panic; tests use it to exercise supervision.
+type crash struct{}
+
+func newLockActor(s *System, name string) *lockActor {
+	return &lockActor{
+		sys:     s,
+		name:    name,
+		key:     scripts.LockKey(name),
+		m:       lockactor.New(s.cfg.Machine),
+		handles: make(map[lockactor.ReqID]Handle),
+		timers:  make(map[lockactor.TimerKey]*timer),
+		fields:  make(map[string]struct{}),
+	}
+}
+
+// Receive implements protoactor.Actor.
+func (a *lockActor) Receive(ctx protoactor.Context) {
+	switch msg := ctx.Message().(type) {
+	case *protoactor.Started:
+		a.self = ctx.Self()
+		if a.m.Idle() && a.sys.passivate(a.name) {
+			// A restarted incarnation with nothing on its way: stop.
+			a.done = true
+			ctx.Stop(a.self)
+		}
+	case enqueueMsg:
+		a.sys.received(a.name)
+		a.handles[msg.req.ID] = msg.handle
+		a.step(ctx, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: msg.req})
+	case lockactor.Msg:
+		a.step(ctx, msg)
+	case timerFired:
+		if t := a.timers[msg.key]; t != nil && t.seq == msg.seq {
+			delete(a.timers, msg.key)
+			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: msg.key})
+		}
+	case crash:
+		panic("holdfast: injected crash")
+	case *protoactor.Restarting:
+		a.abandon(panicError("restarted after a panic"))
+	case *protoactor.Stopped:
+		if !a.done {
+			// Stopped by the supervisor (too many restarts) or the system.
+			a.abandon(panicError("stopped"))
+			a.sys.forget(a.name)
+		}
+	}
+}
+
+func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
+	if a.done {
+		return
+	}
+	now := a.sys.cfg.Clock.Now()
+	for _, e := range a.m.Step(now, msg) {
+		a.apply(e)
+	}
+	if a.m.Idle() && a.sys.passivate(a.name) {
+		a.done = true
+		a.fields = make(map[string]struct{})
+		ctx.Stop(a.self)
+	} else if a.m.Idle() {
+		clear(a.fields)
+	}
+}
+
+func (a *lockActor) send(msg any) {
+	a.sys.root.Send(a.self, msg)
+}
+
+func (a *lockActor) apply(e lockactor.Effect) {
+	s := a.sys
+	switch e.Kind {
+	case lockactor.EffAcquire:
+		a.fields[e.Field] = struct{}{}
+		name, op := a.name, e.Op
+		s.call(func(ctx context.Context) {
+			res, err := s.cfg.Redis.Acquire(ctx, name, e.Field, e.Lease, e.Expected)
+			a.send(lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
+		})
+	case lockactor.EffRelease:
+		name, op := a.name, e.Op
+		s.call(func(ctx context.Context) {
+			left, err := s.cfg.Redis.Release(ctx, name, e.Field, e.Expected)
+			a.send(lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: left, Err: err, Fault: s.cfg.Redis.Classify(err)})
+		})
+	case lockactor.EffRenew:
+		op := e.Op
+		s.cfg.Renewer.Add(renewal.Item{Key: a.key, Field: e.Field, Lease: e.Lease,
+			Done: func(sent time.Time, renewed bool, err error) {
+				fault := s.cfg.Redis.Classify(err)
+				if err == renewal.ErrClosed {
+					fault = lockactor.Transient
+				}
+				a.send(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: fault})
+			}})
+	case lockactor.EffSchedule:
+		if old := a.timers[e.Timer]; old != nil {
+			old.t.Stop()
+		}
+		a.seq++
+		key, seq := e.Timer, a.seq
+		a.timers[key] = &timer{seq: seq, t: s.cfg.Wheel.Schedule(e.At, func() {
+			a.send(timerFired{key: key, seq: seq})
+		})}
+	case lockactor.EffCancelTimer:
+		if t := a.timers[e.Timer]; t != nil {
+			t.t.Stop()
+			delete(a.timers, e.Timer)
+		}
+	case lockactor.EffSubscribe:
+		if a.unsub == nil {
+			a.unsub = s.cfg.Subscriber.Subscribe(scripts.Channel(a.name), a.onEvent)
+		}
+	case lockactor.EffUnsubscribe:
+		if a.unsub != nil {
+			a.unsub()
+			a.unsub = nil
+		}
+	case lockactor.EffAcquired:
+		if h := a.handles[e.ID]; h != nil {
+			h.Acquired(e.Token, e.At)
+		}
+	case lockactor.EffDeadline:
+		if h := a.handles[e.ID]; h != nil {
+			h.SetDeadline(e.At)
+		}
+	case lockactor.EffReleaseDone:
+		if h := a.handles[e.ID]; h != nil {
+			h.ReleaseDone(e.Err)
+		}
+	case lockactor.EffLost:
+		if h := a.handles[e.ID]; h != nil {
+			delete(a.handles, e.ID)
+			h.Lost(e.Err)
+		}
+	}
+}
+
+func (a *lockActor) onEvent(ev pubsub.Event) {
+	switch ev {
+	case pubsub.Subscribed:
+		a.send(lockactor.Msg{Kind: lockactor.MsgSubscribed})
+	case pubsub.Message:
+		a.send(lockactor.Msg{Kind: lockactor.MsgWake})
+	case pubsub.Resync:
+		a.send(lockactor.Msg{Kind: lockactor.MsgResync})
+	}
+}
+
+// abandon is the crash path: the machine's state cannot be trusted after a
+// panic, so every request of this actor ends with err — no hold is dropped
+// silently — and every owner field it may have written is released in Redis
+// whatever its count. The next incarnation starts empty.
+func (a *lockActor) abandon(err error) {
+	for _, t := range a.timers {
+		t.t.Stop()
+	}
+	clear(a.timers)
+	if a.unsub != nil {
+		a.unsub()
+		a.unsub = nil
+	}
+	for id, h := range a.handles {
+		delete(a.handles, id)
+		h.Lost(err)
+	}
+	s := a.sys
+	for field := range a.fields {
+		name := a.name
+		s.call(func(ctx context.Context) {
+			s.cfg.Redis.Release(ctx, name, field, 0)
+		})
+	}
+	clear(a.fields)
+}

@@ -1,0 +1,162 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// Redis is what the runtime needs from a Redis deployment: the three lock
+// scripts. Production uses Rueidis; the simulator in package sim supplies its
+// own. Implementations must be safe for concurrent use.
+type Redis interface {
+	Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error)
+	Release(ctx context.Context, name, field string, expected int64) (left int64, err error)
+	// Renew runs the batched renew script; args are field, lease-ms pairs.
+	Renew(ctx context.Context, keys, args []string) ([]bool, error)
+	// Group names the batch group of a lock key for renewals (the cluster
+	// slot), or nil when every key may share one call.
+	Group() func(key string) uint16
+	// Classify tells how a call that returned err failed.
+	Classify(err error) lockactor.Fault
+}
+
+// Rueidis runs the scripts on a rueidis client, by EVALSHA with an EVAL
+// fallback, so concurrent calls share round trips through auto-pipelining.
+type Rueidis struct {
+	client                  rueidis.Client
+	acquire, release, renew *rueidis.Lua
+}
+
+// NewRueidis returns the scripts bound to client.
+func NewRueidis(client rueidis.Client) *Rueidis {
+	return &Rueidis{
+		client:  client,
+		acquire: rueidis.NewLuaScript(scripts.Acquire),
+		release: rueidis.NewLuaScript(scripts.Release),
+		renew:   rueidis.NewLuaScript(scripts.Renew),
+	}
+}
+
+// Acquire implements Redis.
+func (r *Rueidis) Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error) {
+	keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
+	args := []string{field, millis(lease), strconv.FormatInt(expected, 10)}
+	vals, err := r.acquire.Exec(ctx, r.client, keys, args).AsIntSlice()
+	if err != nil {
+		return lockactor.AcquireResult{}, err
+	}
+	return DecodeAcquire(vals)
+}
+
+// DecodeAcquire decodes the acquire script's integer array reply.
+func DecodeAcquire(vals []int64) (lockactor.AcquireResult, error) {
+	if len(vals) < 2 {
+		return lockactor.AcquireResult{}, errors.New("holdfast: malformed acquire reply")
+	}
+	res := lockactor.AcquireResult{Code: vals[0]}
+	switch vals[0] {
+	case scripts.AcquireGranted:
+		if len(vals) < 3 {
+			return res, errors.New("holdfast: malformed acquire reply")
+		}
+		res.Count, res.Token = vals[1], uint64(vals[2])
+	case scripts.AcquireHeld:
+		res.PTTL = time.Duration(vals[1]) * time.Millisecond
+	default:
+		res.Count = vals[1]
+	}
+	return res, nil
+}
+
+// Release implements Redis.
+func (r *Rueidis) Release(ctx context.Context, name, field string, expected int64) (int64, error) {
+	keys := []string{scripts.LockKey(name)}
+	args := []string{field, strconv.FormatInt(expected, 10), scripts.Channel(name)}
+	return r.release.Exec(ctx, r.client, keys, args).AsInt64()
+}
+
+// Renew implements Redis.
+func (r *Rueidis) Renew(ctx context.Context, keys, args []string) ([]bool, error) {
+	vals, err := r.renew.Exec(ctx, r.client, keys, args).AsIntSlice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(vals))
+	for i, v := range vals {
+		out[i] = v == 1
+	}
+	return out, nil
+}
+
+// Group implements Redis: one group on a standalone server or through
+// Sentinel, the key's slot on a cluster.
+func (r *Rueidis) Group() func(string) uint16 {
+	if r.client.Mode() != rueidis.ClientModeCluster {
+		return nil
+	}
+	return Slot
+}
+
+// Classify implements Redis. A Redis error reply means the script was
+// refused before it wrote anything (every script's first write follows its
+// reads, and OOM/READONLY refuse the first write): WRONGTYPE will be refused
+// again; the rest (OOM, READONLY after failover, LOADING, BUSY, MASTERDOWN…)
+// may pass later. Anything else — timeouts, broken connections — may have
+// run.
+func (r *Rueidis) Classify(err error) lockactor.Fault {
+	return ClassifyRueidis(err)
+}
+
+// ClassifyRueidis is Rueidis.Classify, for other adapters over rueidis.
+func ClassifyRueidis(err error) lockactor.Fault {
+	if err == nil {
+		return lockactor.NoFault
+	}
+	if rerr, ok := rueidis.IsRedisErr(err); ok {
+		if strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+			return lockactor.Permanent
+		}
+		return lockactor.Transient
+	}
+	if errors.Is(err, rueidis.ErrClosing) {
+		return lockactor.Transient
+	}
+	return lockactor.Ambiguous
+}
+
+func millis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}
+
+// Slot is the Redis Cluster slot of key (CRC16 of its hash tag, mod 16384).
+func Slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}

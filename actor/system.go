@@ -1,0 +1,258 @@
+// Package actor runs holdfast's lock state machines (package lockactor) on
+// protoactor-go: one actor per lock name per client. It carries out the
+// machines' effects — script calls whose replies come back as messages,
+// timers on the hashed wheel that come back as messages, subscriptions to the
+// lock's channel, renewals through the batching watchdog, and signals to the
+// caller's Lock handles — and it passivates idle actors.
+//
+// # Concurrency
+//
+// A System owns every goroutine it starts: the protoactor mailboxes, one
+// goroutine per script call in flight, the renewal batches, the pub/sub
+// connection and the wheel's ticker. Close stops them all and waits. Each
+// lock's state is touched only by its actor; callers reach it through
+// messages, and hear back through the Handle they registered, whose methods
+// are called from the actor's goroutine, one at a time.
+package actor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+	"github.com/benbjohnson/clock"
+
+	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/pubsub"
+	"github.com/holdfast/holdfast/renewal"
+	"github.com/holdfast/holdfast/timerwheel"
+)
+
+// Handle is the caller's side of one request. Its methods are called from the
+// request's actor, in order, never concurrently, and must not block.
+type Handle interface {
+	Acquired(token uint64, deadline time.Time)
+	SetDeadline(deadline time.Time)
+	// ReleaseDone answers a Release; it precedes Lost when the release is
+	// what ended the request.
+	ReleaseDone(err error)
+	// Lost is called exactly once, last.
+	Lost(err error)
+}
+
+// Subscriber is what the runtime needs from pub/sub (package pubsub).
+type Subscriber interface {
+	Subscribe(channel string, fn func(pubsub.Event)) (unsubscribe func())
+}
+
+// Config configures a System.
+type Config struct {
+	Redis      Redis
+	Subscriber Subscriber
+	Clock      clock.Clock
+	Wheel      *timerwheel.Wheel
+	Renewer    *renewal.Batcher
+	Logger     *slog.Logger
+	Machine    lockactor.Config
+	// CallTimeout bounds every script call, on the injected clock.
+	CallTimeout time.Duration
+}
+
+// System is the set of lock actors of one client.
+type System struct {
+	cfg  Config
+	as   *protoactor.ActorSystem
+	root *protoactor.RootContext
+
+	// calls is the context of every script call; cancelCalls aborts them.
+	calls       context.Context
+	cancelCalls context.CancelFunc
+	inflight    sync.WaitGroup // script-call goroutines
+
+	mu     sync.Mutex // guards the fields below
+	actors map[string]*entry
+	closed bool
+	empty  chan struct{} // closed when actors becomes empty after Close began
+}
+
+// entry is a live actor in the registry.
+type entry struct {
+	pid *protoactor.PID
+	// enqueues counts enqueue messages sent and not yet received: an idle
+	// actor passivates only when it is zero, so no request is ever sent to
+	// an actor that has stopped.
+	enqueues int
+}
+
+// New returns a System. Its actors are spawned on demand.
+func New(cfg Config) *System {
+	logger := cfg.Logger
+	as := protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
+		return logger.With("lib", "protoactor")
+	}))
+	ctx, cancel := context.WithCancel(context.Background())
+	return &System{
+		cfg:         cfg,
+		as:          as,
+		root:        as.Root,
+		calls:       ctx,
+		cancelCalls: cancel,
+		actors:      make(map[string]*entry),
+	}
+}
+
+// ErrClosed is returned by Enqueue after Close.
+var ErrClosed = lockactor.ErrClosed
+
+// Ref addresses the actor of one request.
+type Ref struct {
+	sys *System
+	pid *protoactor.PID
+	id  lockactor.ReqID
+}
+
+// Send delivers a message about the request (Cancel or Release) to its actor.
+func (r Ref) Send(kind lockactor.MsgKind, err error) {
+	r.sys.root.Send(r.pid, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
+}
+
+type enqueueMsg struct {
+	req    lockactor.Request
+	handle Handle
+}
+
+// Enqueue starts request req on the actor of name, spawning it if needed.
+func (s *System) Enqueue(name string, req lockactor.Request, h Handle) (Ref, error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return Ref{}, ErrClosed
+	}
+	e := s.actors[name]
+	if e == nil {
+		e = &entry{}
+		e.pid = s.root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor {
+			return newLockActor(s, name)
+		}))
+		s.actors[name] = e
+	}
+	e.enqueues++
+	s.mu.Unlock()
+	s.root.Send(e.pid, enqueueMsg{req: req, handle: h})
+	return Ref{sys: s, pid: e.pid, id: req.ID}, nil
+}
+
+// received notes that an enqueue message reached the actor of name.
+func (s *System) received(name string) {
+	s.mu.Lock()
+	s.actors[name].enqueues--
+	s.mu.Unlock()
+}
+
+// passivate removes the actor of name from the registry if no request is on
+// its way to it, and reports whether it did; the actor then stops itself.
+func (s *System) passivate(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.actors[name]; e == nil || e.enqueues > 0 {
+		return false
+	}
+	delete(s.actors, name)
+	if s.closed && len(s.actors) == 0 {
+		close(s.empty)
+	}
+	return true
+}
+
+// forget removes the actor of name from the registry whatever it was doing:
+// it stopped outside passivation.
+func (s *System) forget(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.actors[name]; !ok {
+		return
+	}
+	delete(s.actors, name)
+	if s.closed && len(s.actors) == 0 {
+		close(s.empty)
+	}
+}
+
+// Crash makes the actor of name panic, if it is alive. It exists for tests
+// of supervision: the actor restarts, ends its requests with an error and
+// releases what it may hold.
+func (s *System) Crash(name string) {
+	s.mu.Lock()
+	e := s.actors[name]
+	s.mu.Unlock()
+	if e != nil {
+		s.root.Send(e.pid, crash{})
+	}
+}
+
+// Actors reports how many lock actors are alive.
+func (s *System) Actors() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.actors)
+}
+
+// Close ends every request with ErrClosed (held ones are released, one try
+// each), waits for every actor to finish, and stops every goroutine the
+// System started. ctx bounds the wait: when it ends, calls still in flight
+// are aborted and Close returns ctx.Err() after they return.
+func (s *System) Close(ctx context.Context) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	s.empty = make(chan struct{})
+	if len(s.actors) == 0 {
+		close(s.empty)
+	}
+	pids := make([]*protoactor.PID, 0, len(s.actors))
+	for _, e := range s.actors {
+		pids = append(pids, e.pid)
+	}
+	s.mu.Unlock()
+	for _, pid := range pids {
+		s.root.Send(pid, lockactor.Msg{Kind: lockactor.MsgShutdown, Err: ErrClosed})
+	}
+	var err error
+	select {
+	case <-s.empty:
+	case <-ctx.Done():
+		err = ctx.Err()
+		s.cancelCalls()
+		<-s.empty
+	}
+	s.cancelCalls()
+	s.inflight.Wait()
+	s.as.Shutdown()
+	return err
+}
+
+// call runs fn in a goroutine owned by the System with a context that ends
+// after CallTimeout on the injected clock, or when the System aborts calls.
+func (s *System) call(fn func(ctx context.Context)) {
+	s.inflight.Add(1)
+	go func() {
+		defer s.inflight.Done()
+		ctx, cancel := context.WithCancel(s.calls)
+		t := s.cfg.Wheel.Schedule(s.cfg.Clock.Now().Add(s.cfg.CallTimeout), cancel)
+		fn(ctx)
+		t.Stop()
+		cancel()
+	}()
+}
+
+// errPanicked wraps the value an actor panicked with.
+var errPanicked = errors.New("holdfast: lock actor failed")
+
+func panicError(reason any) error { return fmt.Errorf("%w: %v", errPanicked, reason) }

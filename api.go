@@ -1,0 +1,398 @@
+package holdfast
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/redis/rueidis"
+
+	"github.com/holdfast/holdfast/actor"
+	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/pubsub"
+	"github.com/holdfast/holdfast/renewal"
+	"github.com/holdfast/holdfast/scripts"
+	"github.com/holdfast/holdfast/timerwheel"
+)
+
+// Config configures a Client. Only Redis is required.
+type Config struct {
+	// Redis is the client every script call and subscription goes through.
+	// The Client does not close it.
+	Redis rueidis.Client
+	// Clock is the source of all time in the library. Default clock.New().
+	Clock clock.Clock
+	// WatchdogTimeout is the lease of a Lock without WithLease; the watchdog
+	// renews it every WatchdogTimeout/3 while the Lock is held. Default 30s;
+	// at least MinLease.
+	WatchdogTimeout time.Duration
+	// Logger receives the library's logs, protoactor's included. Default:
+	// discard.
+	Logger *slog.Logger
+	// ClientID prefixes every owner field this Client writes
+	// (CLIENTID:OWNER). Default: 16 random hex digits. It must be unique
+	// among live clients and must not contain ':'.
+	ClientID string
+	// CallTimeout bounds each Redis call, on Clock. A call that times out
+	// may still have run; the runtime repeats it to learn the outcome.
+	// Default 5s.
+	CallTimeout time.Duration
+}
+
+// DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
+const DefaultWatchdogTimeout = 30 * time.Second
+
+const (
+	defaultCallTimeout = 5 * time.Second
+	// The wheel's tick bounds how late a timer fires; deadline timers are set
+	// one tick early so that Lost closes before the deadline.
+	wheelTick  = 10 * time.Millisecond
+	wheelSlots = 512
+)
+
+// Validate reports the first problem with c, wrapped in ErrInvalidOption.
+func (c *Config) Validate() error {
+	switch {
+	case c.Redis == nil:
+		return fmt.Errorf("%w: Config.Redis is required", ErrInvalidOption)
+	case c.WatchdogTimeout != 0 && c.WatchdogTimeout < MinLease:
+		return fmt.Errorf("%w: WatchdogTimeout %v is shorter than %v", ErrInvalidOption, c.WatchdogTimeout, MinLease)
+	case c.CallTimeout < 0:
+		return fmt.Errorf("%w: negative CallTimeout", ErrInvalidOption)
+	case strings.Contains(c.ClientID, ":"):
+		return fmt.Errorf("%w: ClientID %q contains ':'", ErrInvalidOption, c.ClientID)
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Clock == nil {
+		c.Clock = clock.New()
+	}
+	if c.WatchdogTimeout == 0 {
+		c.WatchdogTimeout = DefaultWatchdogTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.ClientID == "" {
+		var b [8]byte
+		rand.Read(b[:])
+		c.ClientID = hex.EncodeToString(b[:])
+	}
+	if c.CallTimeout == 0 {
+		c.CallTimeout = defaultCallTimeout
+	}
+}
+
+// Client hands out Locks on one Redis deployment. It runs one actor per lock
+// name in use, one timer wheel, one watchdog and one pub/sub connection. A
+// Client is safe for concurrent use; Close it when done.
+type Client struct {
+	cfg    Config
+	sys    *actor.System
+	wheel  *timerwheel.Wheel
+	renew  *renewal.Batcher
+	subs   *pubsub.Manager
+	nextID atomic.Uint64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New validates cfg, fills in its defaults and returns a running Client.
+func New(cfg Config) (*Client, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	c := &Client{cfg: cfg}
+	redis := actor.NewRueidis(cfg.Redis)
+	c.wheel = timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
+	c.renew = renewal.New(renewal.Config{
+		Clock: cfg.Clock,
+		After: func(d time.Duration, fn func()) { c.wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
+		Exec:  redis.Renew,
+		Group: redis.Group(),
+	})
+	c.subs = pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
+	c.sys = actor.New(actor.Config{
+		Redis:       redis,
+		Subscriber:  c.subs,
+		Clock:       cfg.Clock,
+		Wheel:       c.wheel,
+		Renewer:     c.renew,
+		Logger:      cfg.Logger,
+		Machine:     lockactor.Config{Slack: wheelTick},
+		CallTimeout: cfg.CallTimeout,
+	})
+	c.wheel.Start()
+	return c, nil
+}
+
+// ClientID returns the prefix of this Client's owner fields.
+func (c *Client) ClientID() string { return c.cfg.ClientID }
+
+// Close ends every pending Lock with ErrClosed, releases every held one (one
+// try each: a hold whose release fails runs out with its lease), waits for
+// that, and stops every goroutine the Client started. Locks ended this way
+// report ErrClosed. Close is idempotent; Lock after Close returns a Lock that
+// is already over with ErrClosed.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		c.closeErr = c.sys.Close(context.Background())
+		c.renew.Close()
+		c.subs.Close()
+		c.wheel.Stop()
+	})
+	return c.closeErr
+}
+
+// Lock asks for the lock name and returns at once; the lock is acquired in
+// the background. Select on the returned Lock's Acquired and Lost channels,
+// or call Wait.
+//
+// ctx bounds the whole life of the Lock, acquisition and hold: when it ends,
+// a pending Lock gives up and a held one is released, and Err then wraps
+// ctx.Err(). A forgotten Release in request-scoped code therefore cannot hold
+// a lock forever. Use context.WithoutCancel for a Lock that outlives its
+// request.
+//
+// Bad input (see ErrInvalidName, ErrInvalidOption) and a closed Client give a
+// Lock that is already over, its Err saying why.
+func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
+	l := newLock(name)
+	o := lockOptions{wait: -1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if err := c.check(ctx, name, o); err != nil {
+		l.end(err)
+		return l
+	}
+	owner, ok, _ := ownerFrom(ctx)
+	id := c.nextID.Add(1)
+	if !ok {
+		owner = "~" + strconv.FormatUint(id, 10)
+	}
+	req := lockactor.Request{
+		ID:       lockactor.ReqID(id),
+		Field:    scripts.Field(c.cfg.ClientID, owner),
+		Lease:    o.lease,
+		Watchdog: o.lease == 0,
+		Wait:     o.wait,
+	}
+	if req.Watchdog {
+		req.Lease = c.cfg.WatchdogTimeout
+	}
+	ref, err := c.sys.Enqueue(name, req, handle{l})
+	if err != nil {
+		l.end(err)
+		return l
+	}
+	l.ref = ref
+	stop := context.AfterFunc(ctx, func() {
+		ref.Send(lockactor.MsgCancel, fmt.Errorf("holdfast: lock context ended: %w", ctx.Err()))
+	})
+	l.mu.Lock()
+	if l.over {
+		l.mu.Unlock()
+		stop()
+	} else {
+		l.stop = stop
+		l.mu.Unlock()
+	}
+	return l
+}
+
+func (c *Client) check(ctx context.Context, name string, o lockOptions) error {
+	if ctx == nil {
+		return fmt.Errorf("%w: nil context", ErrInvalidOption)
+	}
+	if err := scripts.ValidateName(name); err != nil {
+		return err
+	}
+	if o.err != nil {
+		return o.err
+	}
+	if _, _, err := ownerFrom(ctx); err != nil {
+		return err
+	}
+	return nil
+}
+
+// Actors reports how many lock actors the Client runs now: one per lock name
+// with a pending or held Lock, or with Redis work in flight. Idle actors stop.
+func (c *Client) Actors() int { return c.sys.Actors() }
+
+// Lock is one Lock call: pending, then held, then over. Its channels are the
+// way to follow it; its methods are safe for concurrent use.
+type Lock struct {
+	// Acquired is closed once the lock is held. It is never closed if the
+	// Lock ends before being granted. Its closer is the lock's actor.
+	Acquired <-chan struct{}
+	// Lost is closed once this Lock is over, for any reason: acquisition gave
+	// up, the hold was lost, or Release finished. Err then says why. A
+	// goroutine selecting on Lost is never stranded. Its closer is the lock's
+	// actor (or Lock itself for a Lock that never started).
+	Lost <-chan struct{}
+
+	name     string
+	acquired chan struct{}
+	lost     chan struct{}
+	released chan struct{} // closed when a Release is answered
+	ref      actor.Ref
+	token    atomic.Uint64
+	deadline atomic.Int64 // UnixNano
+
+	mu     sync.Mutex // guards the fields below
+	err    error
+	relErr error
+	over   bool
+	stop   func() bool // stops the context watcher
+}
+
+func newLock(name string) *Lock {
+	l := &Lock{
+		name:     name,
+		acquired: make(chan struct{}),
+		lost:     make(chan struct{}),
+		released: make(chan struct{}),
+	}
+	l.Acquired, l.Lost = l.acquired, l.lost
+	return l
+}
+
+// Name returns the lock name.
+func (l *Lock) Name() string { return l.name }
+
+// Err returns nil while the Lock is pending or held, and the cause once Lost
+// is closed.
+func (l *Lock) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Token returns the fencing token of this hold, valid once Acquired is
+// closed: it increases with every grant of the lock, and nested Locks of one
+// owner share their outer hold's token. Give it to the resource you protect
+// and have it reject tokens lower than the highest it has seen.
+func (l *Lock) Token() uint64 { return l.token.Load() }
+
+// Deadline returns the current conservative validity deadline of the hold,
+// in the Client's clock: the lease counted from before the request that set
+// it was sent, less the drift allowance. The watchdog moves it forward. Zero
+// before Acquired.
+func (l *Lock) Deadline() time.Time {
+	ns := l.deadline.Load()
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// Wait blocks until the lock is held (nil), the Lock is over (Err()), or ctx
+// ends (ctx.Err(); the Lock goes on).
+func (l *Lock) Wait(ctx context.Context) error {
+	select {
+	case <-l.acquired:
+	case <-l.lost:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-l.lost:
+		return l.Err()
+	default:
+		return nil
+	}
+}
+
+// Release ends the hold, or cancels a pending Lock, and blocks until Redis
+// confirmed it (nil) or ctx ended (ctx.Err(); the release goes on in the
+// background). It is safe to call twice: a Release after the Lock is over
+// returns ErrNotHeld (wrapping the cause it ended with) and changes nothing.
+// A hold that Redis no longer shows returns ErrNotOwner.
+func (l *Lock) Release(ctx context.Context) error {
+	select {
+	case <-l.lost:
+		return l.notHeld()
+	default:
+	}
+	l.ref.Send(lockactor.MsgRelease, nil)
+	select {
+	case <-l.released:
+		return l.releaseErr()
+	case <-l.lost:
+		// The actor answers a Release before it closes Lost.
+		select {
+		case <-l.released:
+			return l.releaseErr()
+		default:
+			return l.notHeld()
+		}
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Lock) notHeld() error {
+	if err := l.Err(); err != nil && !errors.Is(err, ErrNotHeld) {
+		return fmt.Errorf("%w: %w", ErrNotHeld, err)
+	}
+	return ErrNotHeld
+}
+
+func (l *Lock) releaseErr() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.relErr
+}
+
+// end closes Lost with err; called once, by the actor (or by Lock for a
+// Lock that never started).
+func (l *Lock) end(err error) {
+	l.mu.Lock()
+	l.err, l.over = err, true
+	stop := l.stop
+	l.stop = nil
+	l.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	close(l.lost)
+}
+
+// handle is the actor's side of a Lock: it implements actor.Handle.
+type handle struct{ l *Lock }
+
+func (h handle) Acquired(token uint64, deadline time.Time) {
+	h.l.token.Store(token)
+	h.l.deadline.Store(deadline.UnixNano())
+	close(h.l.acquired)
+}
+
+func (h handle) SetDeadline(d time.Time) { h.l.deadline.Store(d.UnixNano()) }
+
+func (h handle) ReleaseDone(err error) {
+	h.l.mu.Lock()
+	h.l.relErr = err
+	h.l.mu.Unlock()
+	select {
+	case <-h.l.released:
+	default:
+		close(h.l.released)
+	}
+}
+
+func (h handle) Lost(err error) { h.l.end(err) }

@@ -1,0 +1,32 @@
+// Package holdfast is a distributed lock for Go on Redis: reentrant, renewed
+// by a watchdog while its holder lives, woken by pub/sub instead of polling,
+// fenced by a token on every grant, and honest about loss.
+//
+//	c, err := holdfast.New(holdfast.Config{Redis: rdb}) // rdb is a rueidis.Client
+//	defer c.Close()
+//
+//	l := c.Lock(ctx, "orders:42") // returns at once
+//	select {
+//	case <-l.Acquired: // held; l.Token() is the fencing token
+//	case <-l.Lost: // over before it was granted; l.Err() says why
+//		return l.Err()
+//	}
+//	defer l.Release(context.Background())
+//
+// # Guarantees and their limits
+//
+// A hold is valid until its conservative deadline: the lease counted from the
+// Client's clock before the request was sent, less lease/100+2ms of drift.
+// If the watchdog cannot renew the hold by then, Lost closes at that deadline,
+// before Redis can grant the key to anyone else. Fencing tokens strictly
+// increase as long as Redis does not lose writes: a failover that drops the
+// unreplicated tail, or a restart without persistence, can hand out a token
+// again. A paused process cannot be stopped from acting after its deadline;
+// only a resource that checks fencing tokens can reject it.
+//
+// # Concurrency
+//
+// Every lock name in use has one actor per Client that owns its state. Lock
+// never blocks; the actor closes a Lock's Acquired and Lost channels, each
+// exactly once. Close stops every goroutine the Client started.
+package holdfast

@@ -1,0 +1,33 @@
+package holdfast
+
+import "github.com/holdfast/holdfast/lockactor"
+
+// Errors. A Lock's Err() returns one of these, or wraps one, or wraps the
+// context's error; test them with errors.Is.
+var (
+	// ErrReleased: the Lock ended because Release finished.
+	ErrReleased = lockactor.ErrReleased
+	// ErrWaitTimeout: WithWait's budget ran out before the lock was granted
+	// (for WithWait(0): the lock was not free on the one try).
+	ErrWaitTimeout = lockactor.ErrWaitTimeout
+	// ErrLeaseExpired: the validity deadline passed without a successful
+	// renewal — a fixed lease (WithLease) ran out, or Redis could not be
+	// reached for longer than the lease. Lost closes at the deadline, before
+	// Redis can let anyone else take the lock.
+	ErrLeaseExpired = lockactor.ErrLeaseExpired
+	// ErrNotOwner: Redis no longer shows this owner holding the lock (the
+	// key was deleted, expired or taken over).
+	ErrNotOwner = lockactor.ErrNotOwner
+	// ErrClosed: the Client was closed (Lock after Close, or pending and held
+	// Locks ended by Close).
+	ErrClosed = lockactor.ErrClosed
+	// ErrInvalidName: the lock name is empty, longer than 1024 bytes, or
+	// starts with '}' (which would give its keys an empty cluster hash tag).
+	ErrInvalidName = lockactor.ErrInvalidName
+	// ErrInvalidOption: a bad option (non-positive lease, negative wait, empty
+	// or reserved owner, nil context) or Config field.
+	ErrInvalidOption = lockactor.ErrInvalidOption
+	// ErrNotHeld: Release on a Lock that is already over. The error also
+	// wraps the cause the Lock ended with.
+	ErrNotHeld = lockactor.ErrNotHeld
+)

@@ -1,0 +1,522 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) != "" {
+		runChild()
+		return
+	}
+	goleak.VerifyTestMain(m, leakOptions...)
+}
+
+// leakOptions ignores goroutines that outlive a test by design and are not
+// the library's: protoactor's dead-letter throttle sleeps out its period.
+var leakOptions = []goleak.Option{
+	goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewThrottleWithLogger.func1"),
+	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewThrottleWithLogger.func1"),
+}
+
+// waitFor is the generous bound of every wait on a channel in these tests:
+// reaching it is a failure, never the expected path.
+const waitFor = 15 * time.Second
+
+func newClient(t testing.TB, srv *redistest.Server, cfg holdfast.Config) *holdfast.Client {
+	t.Helper()
+	cfg.Redis = srv.Client(t)
+	c, err := holdfast.New(cfg)
+	if err != nil {
+		t.Fatalf("holdfast.New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func mustAcquire(t testing.TB, l *holdfast.Lock) {
+	t.Helper()
+	select {
+	case <-l.Acquired:
+	case <-l.Lost:
+		t.Fatalf("lock %q lost before acquired: %v", l.Name(), l.Err())
+	case <-time.After(waitFor):
+		t.Fatalf("lock %q not acquired within %v", l.Name(), waitFor)
+	}
+}
+
+func mustLose(t testing.TB, l *holdfast.Lock, want error) {
+	t.Helper()
+	select {
+	case <-l.Lost:
+	case <-time.After(waitFor):
+		t.Fatalf("lock %q: Lost not closed within %v", l.Name(), waitFor)
+	}
+	if !errors.Is(l.Err(), want) {
+		t.Fatalf("lock %q ended with %v, want %v", l.Name(), l.Err(), want)
+	}
+}
+
+func notLost(t testing.TB, l *holdfast.Lock) {
+	t.Helper()
+	select {
+	case <-l.Lost:
+		t.Fatalf("lock %q lost: %v", l.Name(), l.Err())
+	default:
+	}
+}
+
+// lockKeys returns the lock hashes left in Redis (fence counters are kept
+// by design: they never expire).
+func lockKeys(t testing.TB, srv *redistest.Server) []string {
+	t.Helper()
+	var out []string
+	for _, k := range srv.Keys(t) {
+		if !strings.HasSuffix(k, ":fence") {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func noLockKeys(t testing.TB, srv *redistest.Server) {
+	t.Helper()
+	if keys := lockKeys(t, srv); len(keys) > 0 {
+		t.Fatalf("left behind in Redis: %v", keys)
+	}
+}
+
+func TestMutualExclusionAcrossClients(t *testing.T) {
+	srv := redistest.Start(t)
+	clients := []*holdfast.Client{
+		newClient(t, srv, holdfast.Config{}),
+		newClient(t, srv, holdfast.Config{}),
+	}
+	const goroutines, rounds = 8, 15
+	var (
+		inside atomic.Int32
+		mu     sync.Mutex
+		tokens []uint64
+		wg     sync.WaitGroup
+		errs   = make(chan error, 2*goroutines)
+	)
+	for _, c := range clients {
+		for g := 0; g < goroutines; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < rounds; i++ {
+					l := c.Lock(context.Background(), "exclusive")
+					if err := l.Wait(context.Background()); err != nil {
+						errs <- err
+						return
+					}
+					if n := inside.Add(1); n != 1 {
+						errs <- fmt.Errorf("%d holders at once", n)
+					}
+					mu.Lock()
+					tokens = append(tokens, l.Token())
+					mu.Unlock()
+					inside.Add(-1)
+					if err := l.Release(context.Background()); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if len(tokens) != 2*goroutines*rounds {
+		t.Fatalf("%d acquisitions, want %d", len(tokens), 2*goroutines*rounds)
+	}
+	for i := 1; i < len(tokens); i++ {
+		if tokens[i] <= tokens[i-1] {
+			t.Fatalf("token %d at acquisition %d is not above %d", tokens[i], i, tokens[i-1])
+		}
+	}
+	noLockKeys(t, srv)
+}
+
+func TestWatchdogKeepsHoldAndWaitTimesOut(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 300 * time.Millisecond
+	a := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+	b := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+
+	held := a.Lock(context.Background(), "watched")
+	mustAcquire(t, held)
+	first := held.Deadline()
+	start := time.Now()
+	waiter := b.Lock(context.Background(), "watched", holdfast.WithWait(4*lease))
+	mustLose(t, waiter, holdfast.ErrWaitTimeout)
+	for time.Since(start) < 4*lease {
+		time.Sleep(lease / 10)
+	}
+	notLost(t, held)
+	if !held.Deadline().After(first.Add(2 * lease)) {
+		t.Fatalf("deadline %v did not move forward from %v", held.Deadline(), first)
+	}
+	if pttl, _ := srv.Do(t, "PTTL", scripts.LockKey("watched")).AsInt64(); pttl <= 0 {
+		t.Fatalf("PTTL %d after %v: the watchdog did not renew", pttl, 4*lease)
+	}
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustLose(t, held, holdfast.ErrReleased)
+	noLockKeys(t, srv)
+}
+
+func TestReleaseWakesWaiterThroughPubSub(t *testing.T) {
+	srv := redistest.Start(t)
+	// A long lease: without the pub/sub message the waiter would sleep up
+	// to its PTTL (seconds), so a fast wake-up proves the message.
+	const lease = 20 * time.Second
+	a := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+	b := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+	for round := 0; round < 3; round++ {
+		held := a.Lock(context.Background(), "handoff")
+		mustAcquire(t, held)
+		waiter := b.Lock(context.Background(), "handoff")
+		waitSubscribed(t, srv, "handoff")
+		released := time.Now()
+		if err := held.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mustAcquire(t, waiter)
+		woke := time.Since(released)
+		t.Logf("round %d: release to acquire in %v (lease %v)", round, woke, lease)
+		if woke > lease/10 {
+			t.Fatalf("waiter woke after %v, not by pub/sub", woke)
+		}
+		if waiter.Token() <= held.Token() {
+			t.Fatalf("token %d after %d", waiter.Token(), held.Token())
+		}
+		if err := waiter.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noLockKeys(t, srv)
+}
+
+// waitSubscribed waits until someone subscribes to name's channel.
+func waitSubscribed(t testing.TB, srv *redistest.Server, name string) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for time.Now().Before(deadline) {
+		msg := srv.Do(t, "PUBSUB", "NUMSUB", scripts.Channel(name))
+		arr, _ := msg.ToArray()
+		if len(arr) == 2 {
+			if n, _ := arr[1].AsInt64(); n > 0 {
+				return
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("nobody subscribed to %s", scripts.Channel(name))
+}
+
+func TestKeyDeletedBehindHoldersBack(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 600 * time.Millisecond
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+	l := c.Lock(context.Background(), "stolen")
+	mustAcquire(t, l)
+	srv.Do(t, "DEL", scripts.LockKey("stolen"))
+	deleted := time.Now()
+	mustLose(t, l, holdfast.ErrNotOwner)
+	if took := time.Since(deleted); took > lease/3+lease/2 {
+		t.Fatalf("Lost %v after the delete, more than one renewal interval (%v) and margin", took, lease/3)
+	}
+	if err := l.Release(context.Background()); !errors.Is(err, holdfast.ErrNotHeld) {
+		t.Fatalf("Release after loss: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestFixedLeaseLostBeforeRedisExpiresKey(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	const lease = 2 * time.Second
+	l := c.Lock(context.Background(), "fixed", holdfast.WithLease(lease))
+	mustAcquire(t, l)
+	acquired := time.Now()
+	<-l.Lost
+	lostAfter := time.Since(acquired)
+	// Redis must still show the key: the holder was told before anyone
+	// else could be granted the lock.
+	pttl, _ := srv.Do(t, "PTTL", scripts.LockKey("fixed")).AsInt64()
+	if !errors.Is(l.Err(), holdfast.ErrLeaseExpired) {
+		t.Fatalf("ended with %v", l.Err())
+	}
+	if pttl <= 0 {
+		t.Fatalf("Lost after %v but Redis had already expired the key (PTTL %d)", lostAfter, pttl)
+	}
+	if lostAfter > lease {
+		t.Fatalf("Lost after %v, past the lease", lostAfter)
+	}
+	t.Logf("fixed lease %v: Lost after %v, Redis PTTL then %dms", lease, lostAfter, pttl)
+}
+
+func TestWaitBudgetAndTryOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	held := c.Lock(context.Background(), "busy")
+	mustAcquire(t, held)
+
+	once := c.Lock(context.Background(), "busy", holdfast.WithWait(0))
+	mustLose(t, once, holdfast.ErrWaitTimeout)
+	start := time.Now()
+	budget := c.Lock(context.Background(), "busy", holdfast.WithWait(300*time.Millisecond))
+	mustLose(t, budget, holdfast.ErrWaitTimeout)
+	if took := time.Since(start); took < 300*time.Millisecond {
+		t.Fatalf("gave up after %v, before its budget", took)
+	}
+	select {
+	case <-budget.Acquired:
+		t.Fatal("Acquired closed for a Lock that gave up")
+	default:
+	}
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	free := c.Lock(context.Background(), "busy", holdfast.WithWait(0))
+	mustAcquire(t, free)
+	free.Release(context.Background())
+	noLockKeys(t, srv)
+}
+
+func TestContextEndsWaitingAndHolding(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	holdCtx, endHold := context.WithCancel(context.Background())
+	held := c.Lock(holdCtx, "ctx")
+	mustAcquire(t, held)
+
+	waitCtx, endWait := context.WithCancel(context.Background())
+	waiter := c.Lock(waitCtx, "ctx")
+	time.Sleep(50 * time.Millisecond)
+	endWait()
+	mustLose(t, waiter, context.Canceled)
+
+	endHold()
+	mustLose(t, held, context.Canceled)
+	noLockKeys(t, srv)
+
+	// A context already done gives up at once.
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	l := c.Lock(done, "ctx")
+	mustLose(t, l, context.Canceled)
+	noLockKeys(t, srv)
+}
+
+func TestReentryWithOwner(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	other := newClient(t, srv, holdfast.Config{})
+	ctx := holdfast.WithOwner(context.Background(), "job-7")
+	outer := c.Lock(ctx, "nested")
+	mustAcquire(t, outer)
+	inner := c.Lock(ctx, "nested")
+	mustAcquire(t, inner)
+	if inner.Token() != outer.Token() {
+		t.Fatalf("inner token %d, outer %d: a nested hold shares its token", inner.Token(), outer.Token())
+	}
+	field := scripts.Field(c.ClientID(), "job-7")
+	if n, _ := srv.Do(t, "HGET", scripts.LockKey("nested"), field).AsInt64(); n != 2 {
+		t.Fatalf("reentry count %d in Redis, want 2", n)
+	}
+	// Another owner of the same client waits.
+	stranger := c.Lock(context.Background(), "nested", holdfast.WithWait(0))
+	mustLose(t, stranger, holdfast.ErrWaitTimeout)
+	// Another client with the same owner name is another owner.
+	remote := other.Lock(holdfast.WithOwner(context.Background(), "job-7"), "nested", holdfast.WithWait(0))
+	mustLose(t, remote, holdfast.ErrWaitTimeout)
+
+	if err := inner.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	notLost(t, outer)
+	if n, _ := srv.Do(t, "HGET", scripts.LockKey("nested"), field).AsInt64(); n != 1 {
+		t.Fatalf("reentry count %d after inner release, want 1", n)
+	}
+	if err := outer.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	noLockKeys(t, srv)
+}
+
+func TestReleaseTwiceAndReleasePending(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	l := c.Lock(context.Background(), "twice")
+	mustAcquire(t, l)
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(context.Background()); !errors.Is(err, holdfast.ErrNotHeld) {
+		t.Fatalf("second Release: %v, want ErrNotHeld", err)
+	}
+	if !errors.Is(l.Err(), holdfast.ErrReleased) {
+		t.Fatalf("Err %v, want ErrReleased", l.Err())
+	}
+
+	holder := c.Lock(context.Background(), "twice")
+	mustAcquire(t, holder)
+	pending := c.Lock(context.Background(), "twice")
+	if err := pending.Release(context.Background()); err != nil {
+		t.Fatalf("Release of a pending Lock: %v", err)
+	}
+	mustLose(t, pending, holdfast.ErrReleased)
+	notLost(t, holder)
+	holder.Release(context.Background())
+	noLockKeys(t, srv)
+}
+
+func TestCloseEndsHoldsAndWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	var holds, waits []*holdfast.Lock
+	for i := 0; i < 5; i++ {
+		l := c.Lock(context.Background(), fmt.Sprintf("close-%d", i))
+		mustAcquire(t, l)
+		holds = append(holds, l)
+		waits = append(waits, c.Lock(context.Background(), fmt.Sprintf("close-%d", i)))
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range append(holds, waits...) {
+		mustLose(t, l, holdfast.ErrClosed)
+	}
+	noLockKeys(t, srv)
+	if n := c.Actors(); n != 0 {
+		t.Fatalf("%d actors after Close", n)
+	}
+	late := c.Lock(context.Background(), "close-0")
+	mustLose(t, late, holdfast.ErrClosed)
+	if err := c.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	cases := []struct {
+		name string
+		ctx  context.Context
+		lock string
+		opts []holdfast.Option
+		want error
+	}{
+		{"empty name", context.Background(), "", nil, holdfast.ErrInvalidName},
+		{"empty hash tag", context.Background(), "}x", nil, holdfast.ErrInvalidName},
+		{"long name", context.Background(), strings.Repeat("n", 1025), nil, holdfast.ErrInvalidName},
+		{"zero lease", context.Background(), "ok", []holdfast.Option{holdfast.WithLease(0)}, holdfast.ErrInvalidOption},
+		{"negative lease", context.Background(), "ok", []holdfast.Option{holdfast.WithLease(-time.Second)}, holdfast.ErrInvalidOption},
+		{"tiny lease", context.Background(), "ok", []holdfast.Option{holdfast.WithLease(time.Millisecond)}, holdfast.ErrInvalidOption},
+		{"negative wait", context.Background(), "ok", []holdfast.Option{holdfast.WithWait(-1)}, holdfast.ErrInvalidOption},
+		{"empty owner", holdfast.WithOwner(context.Background(), ""), "ok", nil, holdfast.ErrInvalidOption},
+		{"reserved owner", holdfast.WithOwner(context.Background(), "~1"), "ok", nil, holdfast.ErrInvalidOption},
+		{"nil context", nil, "ok", nil, holdfast.ErrInvalidOption},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := c.Lock(tc.ctx, tc.lock, tc.opts...)
+			mustLose(t, l, tc.want)
+			if err := l.Release(context.Background()); !errors.Is(err, holdfast.ErrNotHeld) {
+				t.Fatalf("Release: %v", err)
+			}
+		})
+	}
+	if keys := srv.Keys(t); len(keys) != 0 {
+		t.Fatalf("bad input wrote to Redis: %v", keys)
+	}
+	for _, cfg := range []holdfast.Config{
+		{},
+		{Redis: srv.Client(t), WatchdogTimeout: time.Millisecond},
+		{Redis: srv.Client(t), ClientID: "a:b"},
+		{Redis: srv.Client(t), CallTimeout: -1},
+	} {
+		if _, err := holdfast.New(cfg); !errors.Is(err, holdfast.ErrInvalidOption) {
+			t.Fatalf("New(%+v): %v, want ErrInvalidOption", cfg, err)
+		}
+	}
+}
+
+func TestWrongTypeKey(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	srv.Do(t, "SET", scripts.LockKey("taken"), "not a lock")
+	l := c.Lock(context.Background(), "taken")
+	select {
+	case <-l.Lost:
+	case <-time.After(waitFor):
+		t.Fatal("Lost not closed")
+	}
+	if l.Err() == nil || !strings.Contains(l.Err().Error(), "WRONGTYPE") {
+		t.Fatalf("ended with %v, want a WRONGTYPE error", l.Err())
+	}
+	if v, _ := srv.Do(t, "GET", scripts.LockKey("taken")).ToString(); v != "not a lock" {
+		t.Fatalf("the foreign key changed to %q", v)
+	}
+}
+
+func TestRedisRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 900 * time.Millisecond
+	a := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease, CallTimeout: 300 * time.Millisecond})
+	b := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease, CallTimeout: 300 * time.Millisecond})
+	held := a.Lock(context.Background(), "restart")
+	mustAcquire(t, held)
+
+	srv.Kill()
+	// Unreachable past the deadline: the holder is told.
+	select {
+	case <-held.Lost:
+	case <-time.After(waitFor):
+		t.Fatal("holder not told while Redis was down")
+	}
+	if err := held.Err(); !errors.Is(err, holdfast.ErrLeaseExpired) {
+		t.Fatalf("holder ended with %v, want ErrLeaseExpired", err)
+	}
+	srv.Restart()
+
+	again := a.Lock(context.Background(), "restart")
+	mustAcquire(t, again)
+	waiter := b.Lock(context.Background(), "restart")
+	waitSubscribed(t, srv, "restart")
+	released := time.Now()
+	if err := again.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, waiter)
+	woke := time.Since(released)
+	t.Logf("after restart: release to acquire in %v", woke)
+	if woke > lease/3 {
+		t.Fatalf("waiter woke after %v: pub/sub did not come back after the restart", woke)
+	}
+	waiter.Release(context.Background())
+	noLockKeys(t, srv)
+}

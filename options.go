@@ -1,0 +1,81 @@
+package holdfast
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// An Option changes one Lock call.
+type Option func(*lockOptions)
+
+type lockOptions struct {
+	lease time.Duration // 0: the watchdog with Config.WatchdogTimeout
+	wait  time.Duration // < 0: wait until granted or ctx ends
+	err   error
+}
+
+// WithLease holds the lock for a fixed lease d with no watchdog (Redisson's
+// leaseTime): Lost closes with ErrLeaseExpired at the validity deadline,
+// sent + d - (d/100 + 2ms), unless Release came first. d must be at least
+// MinLease.
+func WithLease(d time.Duration) Option {
+	return func(o *lockOptions) {
+		if d < MinLease {
+			o.err = fmt.Errorf("%w: lease %v is shorter than %v", ErrInvalidOption, d, MinLease)
+			return
+		}
+		o.lease = d
+	}
+}
+
+// WithWait gives up after d if the lock has not been granted (Redisson's
+// waitTime): Lost closes with ErrWaitTimeout. WithWait(0) tries once and gives
+// up at once if the lock is held. Without WithWait a Lock waits until it is
+// granted or its context ends.
+func WithWait(d time.Duration) Option {
+	return func(o *lockOptions) {
+		if d < 0 {
+			o.err = fmt.Errorf("%w: negative wait %v", ErrInvalidOption, d)
+			return
+		}
+		o.wait = d
+	}
+}
+
+// MinLease is the shortest lease accepted by WithLease and
+// Config.WatchdogTimeout: shorter leases leave too little of the lease once
+// drift and timer granularity are taken off.
+const MinLease = 50 * time.Millisecond
+
+// maxOwnerLen bounds owner ids: the owner is part of every hash field.
+const maxOwnerLen = 256
+
+type ownerKey struct{}
+
+// WithOwner returns a context whose Locks belong to owner. Two Lock calls with
+// the same owner on the same name of one Client nest (reentry): the second is
+// granted while the first holds, and each needs its own Release. Without an
+// owner every Lock call is its own owner. owner must be non-empty, at most
+// 256 bytes, and must not start with '~' (reserved for generated owners);
+// otherwise the Lock ends with ErrInvalidOption.
+func WithOwner(ctx context.Context, owner string) context.Context {
+	return context.WithValue(ctx, ownerKey{}, owner)
+}
+
+func ownerFrom(ctx context.Context) (string, bool, error) {
+	owner, ok := ctx.Value(ownerKey{}).(string)
+	if !ok {
+		return "", false, nil
+	}
+	switch {
+	case owner == "":
+		return "", true, fmt.Errorf("%w: empty owner", ErrInvalidOption)
+	case len(owner) > maxOwnerLen:
+		return "", true, fmt.Errorf("%w: owner longer than %d bytes", ErrInvalidOption, maxOwnerLen)
+	case strings.HasPrefix(owner, "~"):
+		return "", true, fmt.Errorf("%w: owner %q starts with '~', which is reserved", ErrInvalidOption, owner)
+	}
+	return owner, true, nil
+}

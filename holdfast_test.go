@@ -520,3 +520,97 @@ func TestRedisRestart(t *testing.T) {
 	waiter.Release(context.Background())
 	noLockKeys(t, srv)
 }
+
+func TestActorCrashReleasesAndRecovers(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	l := c.Lock(context.Background(), "fragile")
+	mustAcquire(t, l)
+	waiter := c.Lock(context.Background(), "fragile")
+	holdfast.CrashActor(c, "fragile")
+	for _, x := range []*holdfast.Lock{l, waiter} {
+		select {
+		case <-x.Lost:
+		case <-time.After(waitFor):
+			t.Fatal("a Lock of the crashed actor was dropped silently")
+		}
+		if x.Err() == nil || !strings.Contains(x.Err().Error(), "lock actor failed") {
+			t.Fatalf("ended with %v", x.Err())
+		}
+	}
+	// The crashed actor's hold is released in Redis, not leaked.
+	deadline := time.Now().Add(waitFor)
+	for len(lockKeys(t, srv)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	noLockKeys(t, srv)
+	again := c.Lock(context.Background(), "fragile")
+	mustAcquire(t, again)
+	if again.Token() <= l.Token() {
+		t.Fatalf("token %d after %d", again.Token(), l.Token())
+	}
+	again.Release(context.Background())
+}
+
+func TestIdleActorsPassivate(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	for i := 0; i < 20; i++ {
+		l := c.Lock(context.Background(), fmt.Sprintf("p-%d", i))
+		mustAcquire(t, l)
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(waitFor)
+	for c.Actors() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := c.Actors(); n != 0 {
+		t.Fatalf("%d actors alive with nothing held", n)
+	}
+}
+
+// BenchmarkUncontendedAcquireRelease measures one Lock+Wait+Release cycle on
+// a free lock: one acquire and one release round trip to a local Redis.
+func BenchmarkUncontendedAcquireRelease(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv, holdfast.Config{})
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		l := c.Lock(ctx, "bench")
+		if err := l.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkUncontendedParallel runs cycles on distinct locks from many
+// goroutines, so concurrent actors share round trips (auto-pipelining).
+func BenchmarkUncontendedParallel(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv, holdfast.Config{})
+	ctx := context.Background()
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		name := fmt.Sprintf("bench-%d", next.Add(1))
+		for pb.Next() {
+			l := c.Lock(ctx, name)
+			if err := l.Wait(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}

@@ -176,6 +176,7 @@ func (d *demo) run() error {
 				mu.Unlock()
 				l.Release(context.Background())
 				d.say(n, "released")
+				time.Sleep(30 * time.Millisecond) // let the others in
 			}
 		}()
 	}

@@ -24,6 +24,7 @@ func execMain(args []string, stderr io.Writer) (int, error) {
 	fs.Func("w", "give up if not acquired within `DURATION`", durationFlag(&wait))
 	fs.Func("wait", "give up if not acquired within `DURATION`", durationFlag(&wait))
 	lease := fs.Duration("lease", 0, "fixed lease, no watchdog renewal")
+	watchdog := fs.Duration("watchdog", holdfast.DefaultWatchdogTimeout, "watchdog lease, renewed every third of it (without --lease)")
 	killAfter := fs.Duration("kill-after", 10*time.Second, "SIGKILL CMD this long after SIGTERM when the lock is lost")
 	if err := parseFlags(fs, args); err != nil {
 		return exitUsage, err
@@ -54,7 +55,7 @@ func execMain(args []string, stderr io.Writer) (int, error) {
 		return exitUsage, err
 	}
 	defer rdb.Close()
-	c, err := holdfast.New(holdfast.Config{Redis: rdb})
+	c, err := holdfast.New(holdfast.Config{Redis: rdb, WatchdogTimeout: *watchdog})
 	if err != nil {
 		return exitUsage, err
 	}

@@ -1,7 +1,7 @@
 // Command holdfast is the command-line tool of the holdfast lock library.
 //
 //	holdfast demo   [--redis ADDR]
-//	holdfast exec   [--redis ADDR] [-w|--wait D] [--lease D] [--kill-after D] NAME -- CMD [ARGS...]
+//	holdfast exec   [--redis ADDR] [-w|--wait D] [--lease D | --watchdog D] [--kill-after D] NAME -- CMD [ARGS...]
 //	holdfast status [--redis ADDR] [--json] NAME...
 //
 // The Redis address comes from --redis, else HOLDFAST_REDIS, else
@@ -35,7 +35,8 @@ const defaultAddr = "127.0.0.1:6379"
 
 const usage = `usage:
   holdfast demo   [--redis ADDR]
-  holdfast exec   [--redis ADDR] [-w|--wait DURATION] [--lease DURATION] [--kill-after DURATION] NAME -- CMD [ARGS...]
+  holdfast exec   [--redis ADDR] [-w|--wait DURATION] [--lease DURATION | --watchdog DURATION]
+                  [--kill-after DURATION] NAME -- CMD [ARGS...]
   holdfast status [--redis ADDR] [--json] NAME...
 
 Redis address: --redis, else $HOLDFAST_REDIS, else 127.0.0.1:6379.

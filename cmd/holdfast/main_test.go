@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// The test binary doubles as the holdfast command when this is set.
+const asMain = "HOLDFAST_TEST_AS_MAIN"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(asMain) != "" {
+		os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// holdfastCmd returns the command `holdfast args...`.
+func holdfastCmd(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), asMain+"=1")
+	return cmd
+}
+
+func runHoldfast(t *testing.T, args ...string) result {
+	t.Helper()
+	cmd := holdfastCmd(args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("running holdfast %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	return result{code, out.String(), errb.String()}
+}
+
+func TestExecRunsCommandsOneAtATime(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	script := `echo "start $(date +%s%N) $HOLDFAST_TOKEN $HOLDFAST_LOCK" >> ` + filepath.Join(dir, "log") +
+		`; sleep 0.3; echo "end $(date +%s%N)" >> ` + filepath.Join(dir, "log")
+	var wg sync.WaitGroup
+	results := make([]result, 3)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = runHoldfast(t, "exec", "--redis", srv.Addr, "nightly", "--", "sh", "-c", script)
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.code != 0 {
+			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 6 {
+		t.Fatalf("log has %d lines:\n%s", len(lines), data)
+	}
+	// Runs never interleave: start, end, start, end, … with rising tokens.
+	var lastEnd int64
+	var tokens []int
+	for i := 0; i < len(lines); i += 2 {
+		start, end := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if start[0] != "start" || end[0] != "end" {
+			t.Fatalf("interleaved runs:\n%s", data)
+		}
+		s, _ := strconv.ParseInt(start[1], 10, 64)
+		e, _ := strconv.ParseInt(end[1], 10, 64)
+		if s < lastEnd {
+			t.Fatalf("a run started before the previous one ended:\n%s", data)
+		}
+		lastEnd = e
+		tok, _ := strconv.Atoi(start[2])
+		tokens = append(tokens, tok)
+		if start[3] != "nightly" {
+			t.Fatalf("HOLDFAST_LOCK = %q", start[3])
+		}
+	}
+	if !sort.IntsAreSorted(tokens) || tokens[0] == tokens[1] || tokens[1] == tokens[2] {
+		t.Fatalf("tokens %v are not strictly rising", tokens)
+	}
+	if n, _ := srv.Do(t, "EXISTS", scripts.LockKey("nightly")).AsInt64(); n != 0 {
+		t.Fatal("lock left held after the commands ended")
+	}
+}
+
+func TestExecPropagatesExitCode(t *testing.T) {
+	srv := redistest.Start(t)
+	if r := runHoldfast(t, "exec", "--redis", srv.Addr, "codes", "--", "sh", "-c", "exit 7"); r.code != 7 {
+		t.Fatalf("exit %d, want 7 (stderr %q)", r.code, r.stderr)
+	}
+	if r := runHoldfast(t, "exec", "--redis", srv.Addr, "codes", "--", "sh", "-c", "kill -TERM $$"); r.code != 128+15 {
+		t.Fatalf("exit %d, want 143 for a command killed by SIGTERM", r.code)
+	}
+}
+
+func TestExecLockLostStopsCommand(t *testing.T) {
+	srv := redistest.Start(t)
+	cmd := holdfastCmd("exec", "--redis", srv.Addr, "--watchdog", "600ms", "--kill-after", "2s", "doomed", "--", "sleep", "30")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, _ := srv.Do(t, "EXISTS", scripts.LockKey("doomed")).AsInt64(); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("exec never took the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond) // the command is running
+	srv.Do(t, "DEL", scripts.LockKey("doomed"))
+	start := time.Now()
+	err := cmd.Wait()
+	ee, ok := err.(*exec.ExitError)
+	if !ok || ee.ExitCode() != exitLost {
+		t.Fatalf("exec ended with %v, want exit code %d; stderr %q", err, exitLost, errb.String())
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("the command ran %v after the lock was lost", took)
+	}
+	if !strings.Contains(errb.String(), "lost") {
+		t.Fatalf("stderr does not say the lock was lost: %q", errb.String())
+	}
+}
+
+func TestExecWaitTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l := c.Lock(context.Background(), "busy")
+	if err := l.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := runHoldfast(t, "exec", "--redis", srv.Addr, "-w", "200ms", "busy", "--", "true")
+	if r.code != exitNotTaken {
+		t.Fatalf("exit %d, want %d; stderr %q", r.code, exitNotTaken, r.stderr)
+	}
+	if !strings.Contains(r.stderr, "not acquired") {
+		t.Fatalf("stderr %q", r.stderr)
+	}
+}
+
+func TestStatusShowsHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t), ClientID: "svc1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := holdfast.WithOwner(context.Background(), "job")
+	l := c.Lock(ctx, "report")
+	if err := l.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r := runHoldfast(t, "status", "--redis", srv.Addr, "report", "free-one")
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	t.Logf("status output:\n%s", r.stdout)
+	if !strings.Contains(r.stdout, "svc1:job") || !strings.Contains(r.stdout, "held") || !strings.Contains(r.stdout, "free") {
+		t.Fatalf("status output lacks the holder:\n%s", r.stdout)
+	}
+	r = runHoldfast(t, "status", "--redis", srv.Addr, "--json", "report")
+	var sts []lockStatus
+	if err := json.Unmarshal([]byte(r.stdout), &sts); err != nil {
+		t.Fatalf("json: %v\n%s", err, r.stdout)
+	}
+	if len(sts) != 1 || !sts[0].Held || sts[0].Holders["svc1:job"] != 1 || sts[0].TTLms <= 0 || sts[0].Fence != int64(l.Token()) {
+		t.Fatalf("status %+v", sts)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	cases := [][]string{
+		{},
+		{"frobnicate"},
+		{"exec", "name", "true"},
+		{"exec", "name", "--"},
+		{"exec", "--wait", "soon", "name", "--", "true"},
+		{"exec", "--redis", "127.0.0.1:1", "name", "--", "true"},
+		{"status"},
+		{"status", "--redis", "127.0.0.1:1", "x"},
+		{"status", ""},
+	}
+	for _, args := range cases {
+		r := runHoldfast(t, args...)
+		if r.code != exitUsage {
+			t.Errorf("holdfast %q: exit %d, want %d", args, r.code, exitUsage)
+		}
+		if len(args) > 0 && strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+			t.Errorf("holdfast %q: stderr is not one line: %q", args, r.stderr)
+		}
+	}
+}
+
+func TestDemo(t *testing.T) {
+	r := runHoldfast(t, "demo")
+	if r.code != 0 {
+		t.Fatalf("demo exit %d: %s", r.code, r.stderr)
+	}
+	for _, want := range []string{"ACQUIRED", "woken by pub/sub", "LOST", "REJECTS", "Summary", "losses detected           2 of 2"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, r.stdout)
+		}
+	}
+}

@@ -1,0 +1,212 @@
+// Package timerwheel is a hashed timing wheel (Varghese & Lauck; the design
+// of Netty's HashedWheelTimer): one ticker for every timer of a holdfast
+// Client, O(1) schedule and cancel, driven only by an injected clock.
+//
+// # Concurrency
+//
+// Schedule and Stop may be called from any goroutine, including from inside
+// a timer's function. Timer functions run on the goroutine that calls
+// Advance — the wheel's own goroutine after Start, or a simulator that drives
+// time itself — one after another, with no wheel lock held; they must not
+// block. The Wheel owns the one goroutine Start starts; Stop ends it and
+// waits for it. Timers still pending at Stop never fire.
+package timerwheel
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+)
+
+// Wheel is a hashed timing wheel. Create it with New.
+type Wheel struct {
+	clk    clock.Clock
+	tick   time.Duration
+	origin time.Time // tick k covers (origin+(k-1)·tick, origin+k·tick]
+	mask   int64
+
+	mu      sync.Mutex // guards the fields below and every pending Timer's links
+	slots   []Timer    // list heads (sentinels) of each slot
+	next    int64      // the first tick Advance has not processed yet
+	pending int
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// Timer is one scheduled function. Its zero value is not usable: get one
+// from Schedule.
+type Timer struct {
+	w          *Wheel
+	fn         func()
+	at         time.Time
+	due        int64 // the tick it fires on
+	prev, next *Timer
+	pending    bool
+}
+
+// New returns a wheel with the given tick and number of slots (rounded up
+// to a power of two). Time starts at clk.Now(). It starts no goroutine.
+func New(clk clock.Clock, tick time.Duration, slots int) *Wheel {
+	if tick <= 0 {
+		panic("timerwheel: tick must be positive")
+	}
+	n := 1
+	for n < slots {
+		n <<= 1
+	}
+	w := &Wheel{clk: clk, tick: tick, origin: clk.Now(), mask: int64(n - 1), slots: make([]Timer, n)}
+	for i := range w.slots {
+		w.slots[i].prev, w.slots[i].next = &w.slots[i], &w.slots[i]
+	}
+	w.next = w.tickOf(w.origin)
+	return w
+}
+
+// Tick returns the wheel's tick: timers fire up to one tick late.
+func (w *Wheel) Tick() time.Duration { return w.tick }
+
+// tickOf returns the first tick whose time is at or after t.
+func (w *Wheel) tickOf(t time.Time) int64 {
+	d := t.Sub(w.origin)
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + w.tick - 1) / w.tick)
+}
+
+// Schedule arranges for fn to run once, at the first tick whose time is at
+// or after at — never before at. A time already past fires on the next
+// Advance.
+func (w *Wheel) Schedule(at time.Time, fn func()) *Timer {
+	t := &Timer{w: w, fn: fn, at: at}
+	w.mu.Lock()
+	t.due = max(w.tickOf(at), w.next)
+	head := &w.slots[t.due&w.mask]
+	t.prev, t.next = head.prev, head
+	head.prev.next = t
+	head.prev = t
+	t.pending = true
+	w.pending++
+	w.mu.Unlock()
+	return t
+}
+
+// Stop cancels the timer and reports whether this call stopped it before it
+// fired. It is safe to call more than once, after the timer fired, and
+// concurrently with Advance.
+func (t *Timer) Stop() bool {
+	w := t.w
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !t.pending {
+		return false
+	}
+	w.unlinkLocked(t)
+	return true
+}
+
+func (w *Wheel) unlinkLocked(t *Timer) {
+	t.prev.next = t.next
+	t.next.prev = t.prev
+	t.prev, t.next = nil, nil
+	t.pending = false
+	w.pending--
+}
+
+// Len returns the number of pending timers.
+func (w *Wheel) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pending
+}
+
+// Advance fires every timer due at or before now, in deadline order.
+func (w *Wheel) Advance(now time.Time) {
+	var due []*Timer
+	w.mu.Lock()
+	last := int64(0)
+	if d := now.Sub(w.origin); d > 0 {
+		last = int64(d / w.tick)
+	}
+	if last < w.next {
+		w.mu.Unlock()
+		return
+	}
+	if last-w.next >= int64(len(w.slots)) {
+		// A jump of a full round or more: visit each slot once.
+		for i := range w.slots {
+			due = w.collectLocked(&w.slots[i], last, due)
+		}
+	} else {
+		for k := w.next; k <= last; k++ {
+			due = w.collectLocked(&w.slots[k&w.mask], last, due)
+		}
+	}
+	w.next = last + 1
+	w.mu.Unlock()
+	if len(due) > 1 {
+		sort.SliceStable(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
+	}
+	for _, t := range due {
+		t.fn()
+	}
+}
+
+// collectLocked unlinks the timers of one slot that are due by tick last.
+func (w *Wheel) collectLocked(head *Timer, last int64, due []*Timer) []*Timer {
+	for t := head.next; t != head; {
+		next := t.next
+		if t.due <= last {
+			w.unlinkLocked(t)
+			due = append(due, t)
+		}
+		t = next
+	}
+	return due
+}
+
+// Start starts the goroutine that advances the wheel every tick of the
+// injected clock. Call Stop to end it.
+func (w *Wheel) Start() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stop != nil {
+		return
+	}
+	w.stop, w.done = make(chan struct{}), make(chan struct{})
+	ticker := w.clk.Ticker(w.tick)
+	go w.run(ticker, w.stop, w.done)
+}
+
+func (w *Wheel) run(ticker *clock.Ticker, stop, done chan struct{}) {
+	defer close(done)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ticker.C:
+			w.Advance(w.clk.Now())
+		}
+	}
+}
+
+// Stop ends the goroutine started by Start and waits for it; pending timers
+// never fire. Stop is idempotent.
+func (w *Wheel) Stop() {
+	w.mu.Lock()
+	stop, done := w.stop, w.done
+	if stop == nil {
+		w.mu.Unlock()
+		return
+	}
+	select {
+	case <-stop:
+	default:
+		close(stop)
+	}
+	w.mu.Unlock()
+	<-done
+}

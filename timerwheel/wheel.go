@@ -40,7 +40,7 @@ type Wheel struct {
 type Timer struct {
 	w          *Wheel
 	fn         func()
-	at         time.Time
+	at         int64 // deadline, nanoseconds since origin: fire order within a tick
 	due        int64 // the tick it fires on
 	prev, next *Timer
 	pending    bool
@@ -80,7 +80,7 @@ func (w *Wheel) tickOf(t time.Time) int64 {
 // or after at — never before at. A time already past fires on the next
 // Advance.
 func (w *Wheel) Schedule(at time.Time, fn func()) *Timer {
-	t := &Timer{w: w, fn: fn, at: at}
+	t := &Timer{w: w, fn: fn, at: int64(at.Sub(w.origin))}
 	w.mu.Lock()
 	t.due = max(w.tickOf(at), w.next)
 	head := &w.slots[t.due&w.mask]
@@ -147,7 +147,7 @@ func (w *Wheel) Advance(now time.Time) {
 	w.next = last + 1
 	w.mu.Unlock()
 	if len(due) > 1 {
-		sort.SliceStable(due, func(i, j int) bool { return due[i].at.Before(due[j].at) })
+		sort.SliceStable(due, func(i, j int) bool { return due[i].at < due[j].at })
 	}
 	for _, t := range due {
 		t.fn()

@@ -614,3 +614,46 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 		}
 	})
 }
+
+// TestRenewalsAreBatched holds many locks with the watchdog and counts the
+// script calls Redis sees while only renewals happen.
+func TestRenewalsAreBatched(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease, holds = 900 * time.Millisecond, 250
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+	locks := make([]*holdfast.Lock, holds)
+	for i := range locks {
+		locks[i] = c.Lock(context.Background(), fmt.Sprintf("batch-%d", i))
+	}
+	for _, l := range locks {
+		mustAcquire(t, l)
+	}
+	evalsha := func() int64 {
+		info, _ := srv.Do(t, "INFO", "commandstats").ToString()
+		for _, line := range strings.Split(info, "\n") {
+			if strings.HasPrefix(line, "cmdstat_evalsha:calls=") {
+				var n int64
+				fmt.Sscanf(strings.TrimPrefix(line, "cmdstat_evalsha:calls="), "%d", &n)
+				return n
+			}
+		}
+		return 0
+	}
+	before := evalsha()
+	const periods = 6
+	time.Sleep(periods * lease / 3)
+	calls := evalsha() - before
+	renewals := int64(periods * holds)
+	t.Logf("%d holds over %d renewal periods: %d renew calls for ~%d renewals (%.1f keys per call)",
+		holds, periods, calls, renewals, float64(renewals)/float64(max(calls, 1)))
+	if calls == 0 || calls > renewals/12 {
+		t.Fatalf("%d script calls for ~%d renewals: not batched", calls, renewals)
+	}
+	for _, l := range locks {
+		notLost(t, l)
+		if err := l.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noLockKeys(t, srv)
+}

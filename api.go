@@ -249,16 +249,16 @@ type Lock struct {
 	name     string
 	acquired chan struct{}
 	lost     chan struct{}
-	released chan struct{} // closed when a Release is answered
 	ref      actor.Ref
 	token    atomic.Uint64
 	deadline atomic.Int64 // UnixNano
 
-	mu     sync.Mutex // guards the fields below
-	err    error
-	relErr error
-	over   bool
-	stop   func() bool // stops the context watcher
+	mu          sync.Mutex // guards the fields below
+	err         error
+	relErr      error // the answer to Release, once relAnswered
+	relAnswered bool
+	over        bool
+	stop        func() bool // stops the context watcher
 }
 
 func newLock(name string) *Lock {
@@ -266,7 +266,6 @@ func newLock(name string) *Lock {
 		name:     name,
 		acquired: make(chan struct{}),
 		lost:     make(chan struct{}),
-		released: make(chan struct{}),
 	}
 	l.Acquired, l.Lost = l.acquired, l.lost
 	return l
@@ -331,19 +330,19 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	l.ref.Send(lockactor.MsgRelease, nil)
 	select {
-	case <-l.released:
-		return l.releaseErr()
 	case <-l.lost:
-		// The actor answers a Release before it closes Lost.
-		select {
-		case <-l.released:
-			return l.releaseErr()
-		default:
-			return l.notHeld()
-		}
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	// A Release always ends the Lock; the actor answers it before it closes
+	// Lost. No answer means the Lock ended before the Release was seen.
+	l.mu.Lock()
+	answered, err := l.relAnswered, l.relErr
+	l.mu.Unlock()
+	if !answered {
+		return l.notHeld()
+	}
+	return err
 }
 
 func (l *Lock) notHeld() error {
@@ -351,12 +350,6 @@ func (l *Lock) notHeld() error {
 		return fmt.Errorf("%w: %w", ErrNotHeld, err)
 	}
 	return ErrNotHeld
-}
-
-func (l *Lock) releaseErr() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.relErr
 }
 
 // end closes Lost with err; called once, by the actor (or by Lock for a
@@ -386,13 +379,8 @@ func (h handle) SetDeadline(d time.Time) { h.l.deadline.Store(d.UnixNano()) }
 
 func (h handle) ReleaseDone(err error) {
 	h.l.mu.Lock()
-	h.l.relErr = err
+	h.l.relErr, h.l.relAnswered = err, true
 	h.l.mu.Unlock()
-	select {
-	case <-h.l.released:
-	default:
-		close(h.l.released)
-	}
 }
 
 func (h handle) Lost(err error) { h.l.end(err) }

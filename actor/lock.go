@@ -29,6 +29,10 @@ type lockActor struct {
 	// since it was last idle: on a crash, each is released (abandoned).
 	fields map[string]struct{}
 	done   bool // passivated or stopped: ignore everything
+	// idle is the linger timer of an idle actor; idleSeq tells its firing
+	// from that of an earlier one.
+	idle    *timerwheel.Timer
+	idleSeq uint64
 }
 
 type timer struct {
@@ -45,6 +49,9 @@ type timerFired struct {
 
 // crash makes the actor panic; tests use it to exercise supervision.
 type crash struct{}
+
+// idleTimeout ends the lingering of an idle actor.
+type idleTimeout struct{ seq uint64 }
 
 func newLockActor(s *System, name string) *lockActor {
 	return &lockActor{
@@ -73,11 +80,22 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 		a.handles[msg.req.ID] = msg.handle
 		a.step(ctx, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: msg.req})
 	case lockactor.Msg:
+		if msg.Kind == lockactor.MsgShutdown && a.m.Idle() {
+			a.passivate(ctx)
+			return
+		}
 		a.step(ctx, msg)
 	case timerFired:
 		if t := a.timers[msg.key]; t != nil && t.seq == msg.seq {
 			delete(a.timers, msg.key)
 			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: msg.key})
+		}
+	case idleTimeout:
+		if a.idle != nil && msg.seq == a.idleSeq {
+			a.idle = nil
+			if a.m.Idle() && !a.done {
+				a.passivate(ctx)
+			}
 		}
 	case crash:
 		panic("holdfast: injected crash")
@@ -100,12 +118,37 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 	for _, e := range a.m.Step(now, msg) {
 		a.apply(e)
 	}
-	if a.m.Idle() && a.sys.passivate(a.name) {
+	if !a.m.Idle() {
+		if a.idle != nil {
+			a.idle.Stop()
+			a.idle = nil
+		}
+		return
+	}
+	clear(a.fields)
+	if a.sys.closing() {
+		a.passivate(ctx)
+		return
+	}
+	if a.idle == nil {
+		// Linger a while: a lock taken again soon keeps its actor.
+		a.idleSeq++
+		seq := a.idleSeq
+		a.idle = a.sys.cfg.Wheel.Schedule(now.Add(a.sys.cfg.IdleTimeout), func() {
+			a.send(idleTimeout{seq})
+		})
+	}
+}
+
+// passivate stops the actor if no request is on its way to it.
+func (a *lockActor) passivate(ctx protoactor.Context) {
+	if a.sys.passivate(a.name) {
 		a.done = true
-		a.fields = make(map[string]struct{})
+		if a.idle != nil {
+			a.idle.Stop()
+			a.idle = nil
+		}
 		ctx.Stop(a.self)
-	} else if a.m.Idle() {
-		clear(a.fields)
 	}
 }
 

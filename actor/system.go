@@ -60,6 +60,9 @@ type Config struct {
 	Machine    lockactor.Config
 	// CallTimeout bounds every script call, on the injected clock.
 	CallTimeout time.Duration
+	// IdleTimeout is how long an idle actor lives before it passivates, so
+	// that a lock taken again and again keeps its actor. Default 1s.
+	IdleTimeout time.Duration
 }
 
 // System is the set of lock actors of one client.
@@ -71,7 +74,9 @@ type System struct {
 	// calls is the context of every script call; cancelCalls aborts them.
 	calls       context.Context
 	cancelCalls context.CancelFunc
-	inflight    sync.WaitGroup // script-call goroutines
+	inflight    sync.WaitGroup // script calls in flight
+	workers     *pool          // goroutines of the actors and their calls
+	props       *protoactor.Props
 
 	mu     sync.Mutex // guards the fields below
 	actors map[string]*entry
@@ -95,15 +100,23 @@ func New(cfg Config) *System {
 		return logger.With("lib", "protoactor")
 	}))
 	ctx, cancel := context.WithCancel(context.Background())
-	return &System{
+	s := &System{
 		cfg:         cfg,
 		as:          as,
 		root:        as.Root,
 		calls:       ctx,
 		cancelCalls: cancel,
+		workers:     &pool{throughput: 300},
 		actors:      make(map[string]*entry),
 	}
+	if s.cfg.IdleTimeout <= 0 {
+		s.cfg.IdleTimeout = DefaultIdleTimeout
+	}
+	return s
 }
+
+// DefaultIdleTimeout is Config.IdleTimeout's default.
+const DefaultIdleTimeout = time.Second
 
 // ErrClosed is returned by Enqueue after Close.
 var ErrClosed = lockactor.ErrClosed
@@ -137,7 +150,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h Handle) (Ref, err
 		e = &entry{}
 		e.pid = s.root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor {
 			return newLockActor(s, name)
-		}))
+		}, protoactor.WithDispatcher(s.workers)))
 		s.actors[name] = e
 	}
 	e.enqueues++
@@ -235,6 +248,7 @@ func (s *System) Close(ctx context.Context) error {
 	s.cancelCalls()
 	s.inflight.Wait()
 	s.as.Shutdown()
+	s.workers.close()
 	return err
 }
 
@@ -242,14 +256,21 @@ func (s *System) Close(ctx context.Context) error {
 // after CallTimeout on the injected clock, or when the System aborts calls.
 func (s *System) call(fn func(ctx context.Context)) {
 	s.inflight.Add(1)
-	go func() {
+	s.workers.Go(func() {
 		defer s.inflight.Done()
 		ctx, cancel := context.WithCancel(s.calls)
 		t := s.cfg.Wheel.Schedule(s.cfg.Clock.Now().Add(s.cfg.CallTimeout), cancel)
 		fn(ctx)
 		t.Stop()
 		cancel()
-	}()
+	})
+}
+
+// closing reports whether Close has begun.
+func (s *System) closing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.closed
 }
 
 // errPanicked wraps the value an actor panicked with.

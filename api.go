@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/holdfast/holdfast/actor"
+	"github.com/holdfast/holdfast/internal/clientkit"
 	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/renewal"
@@ -61,9 +62,14 @@ const (
 
 // Validate reports the first problem with c, wrapped in ErrInvalidOption.
 func (c *Config) Validate() error {
-	switch {
-	case c.Redis == nil:
+	if c.Redis == nil {
 		return fmt.Errorf("%w: Config.Redis is required", ErrInvalidOption)
+	}
+	return c.validateOptions()
+}
+
+func (c *Config) validateOptions() error {
+	switch {
 	case c.WatchdogTimeout != 0 && c.WatchdogTimeout < MinLease:
 		return fmt.Errorf("%w: WatchdogTimeout %v is shorter than %v", ErrInvalidOption, c.WatchdogTimeout, MinLease)
 	case c.CallTimeout < 0:
@@ -98,12 +104,10 @@ func (c *Config) setDefaults() {
 // name in use, one timer wheel, one watchdog and one pub/sub connection. A
 // Client is safe for concurrent use; Close it when done.
 type Client struct {
-	cfg    Config
-	sys    *actor.System
-	wheel  *timerwheel.Wheel
-	renew  *renewal.Batcher
-	subs   *pubsub.Manager
-	nextID atomic.Uint64
+	cfg     Config
+	eng     clientkit.Engine
+	closers []func() // run after the engine closes, in order
+	nextID  atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -115,28 +119,42 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	c := &Client{cfg: cfg}
 	redis := actor.NewRueidis(cfg.Redis)
-	c.wheel = timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
-	c.renew = renewal.New(renewal.Config{
+	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
+	renew := renewal.New(renewal.Config{
 		Clock: cfg.Clock,
-		After: func(d time.Duration, fn func()) { c.wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
+		After: func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
 		Exec:  redis.Renew,
 		Group: redis.Group(),
 	})
-	c.subs = pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
-	c.sys = actor.New(actor.Config{
+	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
+	sys := actor.New(actor.Config{
 		Redis:       redis,
-		Subscriber:  c.subs,
+		Subscriber:  subs,
 		Clock:       cfg.Clock,
-		Wheel:       c.wheel,
-		Renewer:     c.renew,
+		Wheel:       wheel,
+		Renewer:     renew,
 		Logger:      cfg.Logger,
 		Machine:     lockactor.Config{Slack: wheelTick},
 		CallTimeout: cfg.CallTimeout,
 	})
-	c.wheel.Start()
-	return c, nil
+	wheel.Start()
+	return &Client{cfg: cfg, eng: sys, closers: []func(){renew.Close, subs.Close, wheel.Stop}}, nil
+}
+
+func init() {
+	clientkit.NewClient = func(cfg any, e clientkit.Engine, closers ...func()) (any, error) {
+		c, ok := cfg.(Config)
+		if !ok {
+			return nil, fmt.Errorf("%w: clientkit.NewClient needs a holdfast.Config", ErrInvalidOption)
+		}
+		// The engine brings its own Redis: Config.Redis may be nil.
+		if err := c.validateOptions(); err != nil {
+			return nil, err
+		}
+		c.setDefaults()
+		return &Client{cfg: c, eng: e, closers: closers}, nil
+	}
 }
 
 // ClientID returns the prefix of this Client's owner fields.
@@ -149,10 +167,10 @@ func (c *Client) ClientID() string { return c.cfg.ClientID }
 // is already over with ErrClosed.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
-		c.closeErr = c.sys.Close(context.Background())
-		c.renew.Close()
-		c.subs.Close()
-		c.wheel.Stop()
+		c.closeErr = c.eng.Close(context.Background())
+		for _, fn := range c.closers {
+			fn()
+		}
 	})
 	return c.closeErr
 }
@@ -194,7 +212,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
-	ref, err := c.sys.Enqueue(name, req, handle{l})
+	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {
 		l.end(err)
 		return l
@@ -232,7 +250,7 @@ func (c *Client) check(ctx context.Context, name string, o lockOptions) error {
 
 // Actors reports how many lock actors the Client runs now: one per lock name
 // with a pending or held Lock, or with Redis work in flight. Idle actors stop.
-func (c *Client) Actors() int { return c.sys.Actors() }
+func (c *Client) Actors() int { return c.eng.Actors() }
 
 // Lock is one Lock call: pending, then held, then over. Its channels are the
 // way to follow it; its methods are safe for concurrent use.
@@ -249,7 +267,7 @@ type Lock struct {
 	name     string
 	acquired chan struct{}
 	lost     chan struct{}
-	ref      actor.Ref
+	ref      lockactor.Ref
 	token    atomic.Uint64
 	deadline atomic.Int64 // UnixNano
 
@@ -366,7 +384,7 @@ func (l *Lock) end(err error) {
 	close(l.lost)
 }
 
-// handle is the actor's side of a Lock: it implements actor.Handle.
+// handle is the actor's side of a Lock: it implements lockactor.Handle.
 type handle struct{ l *Lock }
 
 func (h handle) Acquired(token uint64, deadline time.Time) {

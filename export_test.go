@@ -1,4 +1,6 @@
 package holdfast
 
+import "github.com/holdfast/holdfast/actor"
+
 // CrashActor makes the actor of name panic (see actor.System.Crash).
-func CrashActor(c *Client, name string) { c.sys.Crash(name) }
+func CrashActor(c *Client, name string) { c.eng.(*actor.System).Crash(name) }

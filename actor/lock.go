@@ -21,7 +21,7 @@ type lockActor struct {
 	self *protoactor.PID
 
 	m       *lockactor.Machine
-	handles map[lockactor.ReqID]Handle
+	handles map[lockactor.ReqID]lockactor.Handle
 	timers  map[lockactor.TimerKey]*timer
 	seq     uint64
 	unsub   func()
@@ -59,7 +59,7 @@ func newLockActor(s *System, name string) *lockActor {
 		name:    name,
 		key:     scripts.LockKey(name),
 		m:       lockactor.New(s.cfg.Machine),
-		handles: make(map[lockactor.ReqID]Handle),
+		handles: make(map[lockactor.ReqID]lockactor.Handle),
 		timers:  make(map[lockactor.TimerKey]*timer),
 		fields:  make(map[string]struct{}),
 	}

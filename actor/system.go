@@ -32,18 +32,6 @@ import (
 	"github.com/holdfast/holdfast/timerwheel"
 )
 
-// Handle is the caller's side of one request. Its methods are called from the
-// request's actor, in order, never concurrently, and must not block.
-type Handle interface {
-	Acquired(token uint64, deadline time.Time)
-	SetDeadline(deadline time.Time)
-	// ReleaseDone answers a Release; it precedes Lost when the release is
-	// what ended the request.
-	ReleaseDone(err error)
-	// Lost is called exactly once, last.
-	Lost(err error)
-}
-
 // Subscriber is what the runtime needs from pub/sub (package pubsub).
 type Subscriber interface {
 	Subscribe(channel string, fn func(pubsub.Event)) (unsubscribe func())
@@ -121,29 +109,29 @@ const DefaultIdleTimeout = time.Second
 // ErrClosed is returned by Enqueue after Close.
 var ErrClosed = lockactor.ErrClosed
 
-// Ref addresses the actor of one request.
-type Ref struct {
+// ref addresses the actor of one request.
+type ref struct {
 	sys *System
 	pid *protoactor.PID
 	id  lockactor.ReqID
 }
 
 // Send delivers a message about the request (Cancel or Release) to its actor.
-func (r Ref) Send(kind lockactor.MsgKind, err error) {
+func (r ref) Send(kind lockactor.MsgKind, err error) {
 	r.sys.root.Send(r.pid, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
 }
 
 type enqueueMsg struct {
 	req    lockactor.Request
-	handle Handle
+	handle lockactor.Handle
 }
 
 // Enqueue starts request req on the actor of name, spawning it if needed.
-func (s *System) Enqueue(name string, req lockactor.Request, h Handle) (Ref, error) {
+func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle) (lockactor.Ref, error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return Ref{}, ErrClosed
+		return nil, ErrClosed
 	}
 	e := s.actors[name]
 	if e == nil {
@@ -156,7 +144,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h Handle) (Ref, err
 	e.enqueues++
 	s.mu.Unlock()
 	s.root.Send(e.pid, enqueueMsg{req: req, handle: h})
-	return Ref{sys: s, pid: e.pid, id: req.ID}, nil
+	return ref{sys: s, pid: e.pid, id: req.ID}, nil
 }
 
 // received notes that an enqueue message reached the actor of name.

@@ -21,6 +21,25 @@ type Request struct {
 	Wait time.Duration
 }
 
+// Handle is the caller's side of one request. The runtime calls its
+// methods as it carries out EffAcquired, EffDeadline, EffReleaseDone and
+// EffLost, in order, never concurrently; they must not block.
+type Handle interface {
+	Acquired(token uint64, deadline time.Time)
+	SetDeadline(deadline time.Time)
+	// ReleaseDone answers a Release; it precedes Lost when the release is
+	// what ended the request.
+	ReleaseDone(err error)
+	// Lost is called exactly once, last.
+	Lost(err error)
+}
+
+// Ref addresses the machine of one request: the runtime delivers
+// Msg{Kind: kind, ID: the request, Err: err} to it (MsgCancel, MsgRelease).
+type Ref interface {
+	Send(kind MsgKind, err error)
+}
+
 // MsgKind tells which input a Msg is.
 type MsgKind uint8
 

@@ -1,0 +1,519 @@
+package sim
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ReplyKind tells what a Reply holds.
+type ReplyKind uint8
+
+// Reply kinds, as in the Redis protocol.
+const (
+	ReplyNil ReplyKind = iota
+	ReplyInt
+	ReplyBulk
+	ReplyStatus
+	ReplyError
+	ReplyArray
+)
+
+// Reply is a Redis reply.
+type Reply struct {
+	Kind  ReplyKind
+	Int   int64
+	Str   string // bulk, status or error text
+	Array []Reply
+}
+
+func intReply(n int64) Reply      { return Reply{Kind: ReplyInt, Int: n} }
+func bulkReply(s string) Reply    { return Reply{Kind: ReplyBulk, Str: s} }
+func statusReply(s string) Reply  { return Reply{Kind: ReplyStatus, Str: s} }
+func errReply(s string) Reply     { return Reply{Kind: ReplyError, Str: s} }
+func arrayReply(a ...Reply) Reply { return Reply{Kind: ReplyArray, Array: a} }
+func (r Reply) IsError() bool     { return r.Kind == ReplyError }
+func (r Reply) Err() error        { return replyError(r.Str) }
+func okReply() Reply              { return statusReply("OK") }
+func nilReply() Reply             { return Reply{Kind: ReplyNil} }
+func wrongType() Reply            { return errReply(errWrongType) }
+func syntaxErr() Reply            { return errReply("ERR syntax error") }
+func notInt() Reply               { return errReply("ERR value is not an integer or out of range") }
+func arity(cmd string) Reply {
+	return errReply("ERR wrong number of arguments for '" + strings.ToLower(cmd) + "' command")
+}
+func (r Reply) String() string { return r.format() }
+func (k ReplyKind) String() string {
+	return [...]string{"nil", "int", "bulk", "status", "error", "array"}[k]
+}
+
+const errWrongType = "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+// replyError is an error reply of the simulated Redis.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+func (r Reply) format() string {
+	switch r.Kind {
+	case ReplyNil:
+		return "(nil)"
+	case ReplyInt:
+		return "(integer) " + strconv.FormatInt(r.Int, 10)
+	case ReplyBulk:
+		return strconv.Quote(r.Str)
+	case ReplyStatus:
+		return r.Str
+	case ReplyError:
+		return "(error) " + r.Str
+	}
+	parts := make([]string, len(r.Array))
+	for i, e := range r.Array {
+		parts[i] = e.format()
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+type entry struct {
+	str      *string
+	hash     map[string]string
+	expireAt time.Time // zero: no TTL
+}
+
+// Node is one simulated Redis server: an in-memory keyspace of strings and
+// hashes whose TTLs follow the virtual time given by now, and a Lua engine
+// that runs the same scripts as production (see Eval). Every write it
+// applies is appended to its replication log, with expiries made absolute
+// (PEXPIREAT), as Redis 7 replicates script effects. A Node is not safe for
+// concurrent use: the World runs everything on one goroutine.
+type Node struct {
+	now  func() time.Time
+	data map[string]*entry
+	lua  *luaEngine
+	// OnPublish delivers a PUBLISH; it returns the number of receivers.
+	OnPublish func(channel, message string) int64
+	// log is the replication stream: every write applied, in order.
+	log [][]string
+	// Calls counts the commands run (a script counts once, its redis.call
+	// commands each once more).
+	Calls int
+}
+
+// NewNode returns an empty node on the virtual clock now.
+func NewNode(now func() time.Time) *Node {
+	return &Node{now: now, data: make(map[string]*entry)}
+}
+
+// Log returns the replication stream since the node started (or was reset).
+func (n *Node) Log() [][]string { return n.log }
+
+// Reset empties the keyspace and the log: a restart without persistence.
+func (n *Node) Reset() {
+	n.data = make(map[string]*entry)
+	n.log = nil
+}
+
+// Apply replays one replicated write on this node (a replica).
+func (n *Node) Apply(cmd []string) { n.Do(cmd...) }
+
+// get returns the live entry of key, expiring it lazily.
+func (n *Node) get(key string) *entry {
+	e := n.data[key]
+	if e == nil {
+		return nil
+	}
+	if !e.expireAt.IsZero() && !n.now().Before(e.expireAt) {
+		delete(n.data, key)
+		return nil
+	}
+	return e
+}
+
+func (n *Node) write(args ...string) { n.log = append(n.log, args) }
+
+// Do runs one command and returns its reply.
+func (n *Node) Do(args ...string) Reply {
+	n.Calls++
+	if len(args) == 0 {
+		return errReply("ERR empty command")
+	}
+	cmd := strings.ToUpper(args[0])
+	a := args[1:]
+	need := func(min int, exact bool) bool {
+		return len(a) < min || (exact && len(a) != min)
+	}
+	switch cmd {
+	case "PING":
+		return statusReply("PONG")
+	case "GET":
+		if need(1, true) {
+			return arity(cmd)
+		}
+		e := n.get(a[0])
+		if e == nil {
+			return nilReply()
+		}
+		if e.str == nil {
+			return wrongType()
+		}
+		return bulkReply(*e.str)
+	case "SET":
+		return n.set(a)
+	case "DEL":
+		if need(1, false) {
+			return arity(cmd)
+		}
+		var c int64
+		for _, k := range a {
+			if n.get(k) != nil {
+				delete(n.data, k)
+				c++
+			}
+		}
+		if c > 0 {
+			n.write(append([]string{"DEL"}, a...)...)
+		}
+		return intReply(c)
+	case "EXISTS":
+		if need(1, false) {
+			return arity(cmd)
+		}
+		var c int64
+		for _, k := range a {
+			if n.get(k) != nil {
+				c++
+			}
+		}
+		return intReply(c)
+	case "INCR", "INCRBY":
+		by := int64(1)
+		if cmd == "INCRBY" {
+			if need(2, true) {
+				return arity(cmd)
+			}
+			v, err := strconv.ParseInt(a[1], 10, 64)
+			if err != nil {
+				return notInt()
+			}
+			by = v
+		} else if need(1, true) {
+			return arity(cmd)
+		}
+		e := n.get(a[0])
+		var cur int64
+		if e != nil {
+			if e.str == nil {
+				return wrongType()
+			}
+			v, err := strconv.ParseInt(*e.str, 10, 64)
+			if err != nil {
+				return notInt()
+			}
+			cur = v
+		} else {
+			e = &entry{}
+			n.data[a[0]] = e
+		}
+		s := strconv.FormatInt(cur+by, 10)
+		e.str = &s
+		n.write("SET", a[0], s, "KEEPTTL")
+		return intReply(cur + by)
+	case "PEXPIRE", "PEXPIREAT":
+		if need(2, true) {
+			return arity(cmd)
+		}
+		v, err := strconv.ParseInt(a[1], 10, 64)
+		if err != nil {
+			return notInt()
+		}
+		e := n.get(a[0])
+		if e == nil {
+			return intReply(0)
+		}
+		at := time.UnixMilli(v)
+		if cmd == "PEXPIRE" {
+			at = n.now().Add(time.Duration(v) * time.Millisecond)
+		}
+		if !at.After(n.now()) {
+			delete(n.data, a[0])
+			n.write("DEL", a[0])
+			return intReply(1)
+		}
+		e.expireAt = at
+		n.write("PEXPIREAT", a[0], strconv.FormatInt(at.UnixMilli(), 10))
+		return intReply(1)
+	case "PTTL":
+		if need(1, true) {
+			return arity(cmd)
+		}
+		e := n.get(a[0])
+		switch {
+		case e == nil:
+			return intReply(-2)
+		case e.expireAt.IsZero():
+			return intReply(-1)
+		}
+		return intReply(int64(e.expireAt.Sub(n.now()) / time.Millisecond))
+	case "PERSIST":
+		if need(1, true) {
+			return arity(cmd)
+		}
+		e := n.get(a[0])
+		if e == nil || e.expireAt.IsZero() {
+			return intReply(0)
+		}
+		e.expireAt = time.Time{}
+		n.write("PERSIST", a[0])
+		return intReply(1)
+	case "HGET", "HEXISTS":
+		if need(2, true) {
+			return arity(cmd)
+		}
+		h, bad := n.hash(a[0], false)
+		if bad {
+			return wrongType()
+		}
+		v, ok := h[a[1]]
+		if cmd == "HEXISTS" {
+			return intReply(b2i(ok))
+		}
+		if !ok {
+			return nilReply()
+		}
+		return bulkReply(v)
+	case "HSET":
+		if len(a) < 3 || len(a)%2 == 0 {
+			return arity(cmd)
+		}
+		h, bad := n.hash(a[0], true)
+		if bad {
+			return wrongType()
+		}
+		var added int64
+		for i := 1; i < len(a); i += 2 {
+			if _, ok := h[a[i]]; !ok {
+				added++
+			}
+			h[a[i]] = a[i+1]
+		}
+		n.write(append([]string{"HSET"}, a...)...)
+		return intReply(added)
+	case "HDEL":
+		if need(2, false) {
+			return arity(cmd)
+		}
+		h, bad := n.hash(a[0], false)
+		if bad {
+			return wrongType()
+		}
+		var c int64
+		for _, f := range a[1:] {
+			if _, ok := h[f]; ok {
+				delete(h, f)
+				c++
+			}
+		}
+		if c > 0 {
+			if len(h) == 0 {
+				delete(n.data, a[0])
+			}
+			n.write(append([]string{"HDEL"}, a...)...)
+		}
+		return intReply(c)
+	case "HLEN":
+		if need(1, true) {
+			return arity(cmd)
+		}
+		h, bad := n.hash(a[0], false)
+		if bad {
+			return wrongType()
+		}
+		return intReply(int64(len(h)))
+	case "HGETALL":
+		if need(1, true) {
+			return arity(cmd)
+		}
+		h, bad := n.hash(a[0], false)
+		if bad {
+			return wrongType()
+		}
+		keys := make([]string, 0, len(h))
+		for f := range h {
+			keys = append(keys, f)
+		}
+		sort.Strings(keys)
+		out := make([]Reply, 0, 2*len(h))
+		for _, f := range keys {
+			out = append(out, bulkReply(f), bulkReply(h[f]))
+		}
+		return arrayReply(out...)
+	case "HINCRBY":
+		if need(3, true) {
+			return arity(cmd)
+		}
+		by, err := strconv.ParseInt(a[2], 10, 64)
+		if err != nil {
+			return notInt()
+		}
+		h, bad := n.hash(a[0], true)
+		if bad {
+			return wrongType()
+		}
+		var cur int64
+		if v, ok := h[a[1]]; ok {
+			if cur, err = strconv.ParseInt(v, 10, 64); err != nil {
+				return errReply("ERR hash value is not an integer")
+			}
+		}
+		h[a[1]] = strconv.FormatInt(cur+by, 10)
+		n.write("HSET", a[0], a[1], h[a[1]])
+		return intReply(cur + by)
+	case "PUBLISH":
+		if need(2, true) {
+			return arity(cmd)
+		}
+		if n.OnPublish == nil {
+			return intReply(0)
+		}
+		return intReply(n.OnPublish(a[0], a[1]))
+	case "FLUSHALL":
+		n.data = make(map[string]*entry)
+		n.write("FLUSHALL")
+		return okReply()
+	case "KEYS":
+		if need(1, true) {
+			return arity(cmd)
+		}
+		var keys []string
+		for k := range n.data {
+			if n.get(k) != nil && (a[0] == "*" || k == a[0]) {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		out := make([]Reply, len(keys))
+		for i, k := range keys {
+			out[i] = bulkReply(k)
+		}
+		return arrayReply(out...)
+	case "EVAL":
+		if need(2, false) {
+			return arity(cmd)
+		}
+		nk, err := strconv.Atoi(a[1])
+		if err != nil || nk < 0 || nk > len(a)-2 {
+			return errReply("ERR Number of keys can't be greater than number of args")
+		}
+		return n.Eval(a[0], a[2:2+nk], a[2+nk:])
+	}
+	return errReply(fmt.Sprintf("ERR unknown command '%s'", args[0]))
+}
+
+// set implements SET key value [PX ms] [NX|XX] [KEEPTTL].
+func (n *Node) set(a []string) Reply {
+	if len(a) < 2 {
+		return arity("SET")
+	}
+	var px int64 = -1
+	nx, xx, keep := false, false, false
+	for i := 2; i < len(a); i++ {
+		switch strings.ToUpper(a[i]) {
+		case "PX":
+			if i+1 >= len(a) {
+				return syntaxErr()
+			}
+			v, err := strconv.ParseInt(a[i+1], 10, 64)
+			if err != nil {
+				return notInt()
+			}
+			if v <= 0 {
+				return errReply("ERR invalid expire time in 'set' command")
+			}
+			px = v
+			i++
+		case "NX":
+			nx = true
+		case "XX":
+			xx = true
+		case "KEEPTTL":
+			keep = true
+		default:
+			return syntaxErr()
+		}
+	}
+	old := n.get(a[0])
+	if (nx && old != nil) || (xx && old == nil) {
+		return nilReply()
+	}
+	s := a[1]
+	e := &entry{str: &s}
+	if keep && old != nil {
+		e.expireAt = old.expireAt
+	}
+	if px > 0 {
+		e.expireAt = n.now().Add(time.Duration(px) * time.Millisecond)
+	}
+	n.data[a[0]] = e
+	n.write("SET", a[0], s)
+	if !e.expireAt.IsZero() {
+		n.write("PEXPIREAT", a[0], strconv.FormatInt(e.expireAt.UnixMilli(), 10))
+	}
+	return okReply()
+}
+
+// hash returns the hash at key (nil if absent and !create); bad is true
+// when key holds another type.
+func (n *Node) hash(key string, create bool) (h map[string]string, bad bool) {
+	e := n.get(key)
+	if e == nil {
+		if !create {
+			return nil, false
+		}
+		e = &entry{hash: make(map[string]string)}
+		n.data[key] = e
+	}
+	if e.hash == nil {
+		return nil, true
+	}
+	return e.hash, false
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Dump returns a canonical text of the keyspace: one line per live key with
+// its type, value and absolute expiry in milliseconds (or -1).
+func (n *Node) Dump() string {
+	keys := make([]string, 0, len(n.data))
+	for k := range n.data {
+		if n.get(k) != nil {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		e := n.data[k]
+		exp := int64(-1)
+		if !e.expireAt.IsZero() {
+			exp = e.expireAt.UnixMilli()
+		}
+		if e.str != nil {
+			fmt.Fprintf(&b, "%s string %q exp=%d\n", k, *e.str, exp)
+			continue
+		}
+		fs := make([]string, 0, len(e.hash))
+		for f, v := range e.hash {
+			fs = append(fs, f+"="+v)
+		}
+		sort.Strings(fs)
+		fmt.Fprintf(&b, "%s hash %v exp=%d\n", k, fs, exp)
+	}
+	return b.String()
+}

@@ -321,6 +321,9 @@ func (l *Lock) Deadline() time.Time {
 // Wait blocks until the lock is held (nil), the Lock is over (Err()), or ctx
 // ends (ctx.Err(); the Lock goes on).
 func (l *Lock) Wait(ctx context.Context) error {
+	if d, ok := l.ref.(lockactor.Driver); ok {
+		d.Drive(ctx, l.acquired, l.lost)
+	}
 	select {
 	case <-l.acquired:
 	case <-l.lost:
@@ -347,6 +350,9 @@ func (l *Lock) Release(ctx context.Context) error {
 	default:
 	}
 	l.ref.Send(lockactor.MsgRelease, nil)
+	if d, ok := l.ref.(lockactor.Driver); ok {
+		d.Drive(ctx, l.lost)
+	}
 	select {
 	case <-l.lost:
 	case <-ctx.Done():

@@ -1,6 +1,7 @@
 package lockactor
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -38,6 +39,13 @@ type Handle interface {
 // Msg{Kind: kind, ID: the request, Err: err} to it (MsgCancel, MsgRelease).
 type Ref interface {
 	Send(kind MsgKind, err error)
+}
+
+// Driver is implemented by a Ref whose runtime runs on the caller's
+// goroutine (the simulator): a blocking call drives the runtime until done
+// is closed or ctx ends, instead of waiting for other goroutines.
+type Driver interface {
+	Drive(ctx context.Context, done ...<-chan struct{})
 }
 
 // MsgKind tells which input a Msg is.

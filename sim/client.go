@@ -1,0 +1,311 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/clientkit"
+	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// ClientConfig shapes one simulated Client.
+type ClientConfig struct {
+	// ID is the ClientID (prefix of its owner fields). Default c1, c2, …
+	ID string
+	// WatchdogTimeout as in holdfast.Config. Default 3s.
+	WatchdogTimeout time.Duration
+	// Drift makes the client's clock run fast (> 0) or slow (< 0): after a
+	// virtual second it reads 1s × (1 + Drift).
+	Drift float64
+}
+
+// Client is the World's side of one simulated holdfast Client: the engine
+// its Locks run on.
+type Client struct {
+	w           *World
+	id          string
+	drift       float64
+	public      *holdfast.Client
+	machines    map[string]*machine
+	paused      bool
+	partitioned bool
+	deferred    []*event
+	closed      bool
+}
+
+// machine is one lock name's state machine in one client, with what the
+// runtime keeps beside it.
+type machine struct {
+	name       string
+	m          *lockactor.Machine
+	handles    map[lockactor.ReqID]lockactor.Handle
+	fields     map[lockactor.ReqID]string
+	timers     map[lockactor.TimerKey]uint64 // current generation of each pending timer
+	subscribed bool
+}
+
+// NewClient returns a holdfast Client whose locks run inside the World.
+func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
+	if cfg.ID == "" {
+		cfg.ID = "c" + strconv.Itoa(len(w.clients)+1)
+	}
+	if cfg.WatchdogTimeout == 0 {
+		cfg.WatchdogTimeout = 3 * time.Second
+	}
+	c := &Client{w: w, id: cfg.ID, drift: cfg.Drift, machines: make(map[string]*machine)}
+	pub, err := clientkit.NewClient(holdfast.Config{
+		Clock:           w.mock,
+		WatchdogTimeout: cfg.WatchdogTimeout,
+		ClientID:        cfg.ID,
+		CallTimeout:     w.cfg.CallTimeout,
+	}, c)
+	if err != nil {
+		panic(fmt.Sprintf("sim: NewClient: %v", err))
+	}
+	c.public = pub.(*holdfast.Client)
+	w.clients = append(w.clients, c)
+	return c.public
+}
+
+// now is the client's own clock, drift included.
+func (c *Client) now() time.Time {
+	elapsed := c.w.now.Sub(Start)
+	return Start.Add(elapsed + time.Duration(float64(elapsed)*c.drift))
+}
+
+// Enqueue implements clientkit.Engine.
+func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle) (lockactor.Ref, error) {
+	if c.closed {
+		return nil, lockactor.ErrClosed
+	}
+	c.w.at(c.w.now, c, func() {
+		if c.closed {
+			h.Lost(lockactor.ErrClosed)
+			return
+		}
+		m := c.machines[name]
+		if m == nil {
+			m = &machine{
+				name:    name,
+				m:       lockactor.New(lockactor.Config{}),
+				handles: make(map[lockactor.ReqID]lockactor.Handle),
+				fields:  make(map[lockactor.ReqID]string),
+				timers:  make(map[lockactor.TimerKey]uint64),
+			}
+			c.machines[name] = m
+		}
+		m.handles[req.ID] = h
+		m.fields[req.ID] = req.Field
+		c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: req})
+	})
+	return ref{c: c, name: name, id: req.ID}, nil
+}
+
+type ref struct {
+	c    *Client
+	name string
+	id   lockactor.ReqID
+}
+
+// Send implements lockactor.Ref: the message is delivered at the next Step.
+func (r ref) Send(kind lockactor.MsgKind, err error) {
+	r.c.w.at(r.c.w.now, r.c, func() { r.c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err}) })
+}
+
+// Drive implements lockactor.Driver: a blocking call of the public API
+// (Wait, Release) made on the goroutine that drives the World runs the World
+// until one of done is closed, ctx ends, nothing is left to happen, or an
+// hour of virtual time has passed (a lock held elsewhere by a live watchdog
+// would otherwise keep it running forever).
+func (r ref) Drive(ctx context.Context, done ...<-chan struct{}) {
+	w := r.c.w
+	limit := w.now.Add(time.Hour)
+	for w.now.Before(limit) {
+		for _, ch := range done {
+			select {
+			case <-ch:
+				return
+			default:
+			}
+		}
+		if ctx.Err() != nil || !w.Step() {
+			return
+		}
+	}
+}
+
+// Actors implements clientkit.Engine.
+func (c *Client) Actors() int { return len(c.machines) }
+
+// Close implements clientkit.Engine: it shuts every machine down and runs
+// the World until they are idle (at most a few call timeouts of virtual
+// time), so it must be called from the goroutine that drives the World.
+func (c *Client) Close(ctx context.Context) error {
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	c.paused = false
+	for name := range c.machines {
+		c.deliver(name, lockactor.Msg{Kind: lockactor.MsgShutdown, Err: lockactor.ErrClosed})
+	}
+	limit := c.w.now.Add(4 * c.w.cfg.CallTimeout)
+	for len(c.machines) > 0 && c.w.now.Before(limit) && c.w.Step() {
+	}
+	if len(c.machines) > 0 {
+		return fmt.Errorf("sim: %d machines of %s not idle after Close", len(c.machines), c.id)
+	}
+	return nil
+}
+
+// deliver runs one message through the machine of name, if it is alive.
+func (c *Client) deliver(name string, msg lockactor.Msg) {
+	if m := c.machines[name]; m != nil {
+		c.deliverTo(m, msg)
+	}
+}
+
+// deliverTo runs one message through machine m, unless m has ended (a
+// reply to a machine that went idle is dropped, as a message to a stopped
+// actor is), and carries out its effects.
+func (c *Client) deliverTo(m *machine, msg lockactor.Msg) {
+	if c.machines[m.name] != m {
+		return
+	}
+	name := m.name
+	if msg.Kind == lockactor.MsgTimer {
+		delete(m.timers, msg.Timer)
+	}
+	now := c.now()
+	for _, e := range m.m.Step(now, msg) {
+		c.apply(m, e)
+	}
+	if m.m.Idle() {
+		delete(c.machines, name)
+	}
+}
+
+func (c *Client) apply(m *machine, e lockactor.Effect) {
+	w := c.w
+	name := m.name
+	switch e.Kind {
+	case lockactor.EffAcquire:
+		op := e.Op
+		keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
+		args := []string{e.Field, millis(e.Lease), strconv.FormatInt(e.Expected, 10)}
+		w.send(c, scripts.Acquire, keys, args, func(r Reply, f lockactor.Fault) {
+			msg := lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Fault: f, Err: r.errOrNil()}
+			if f == lockactor.NoFault {
+				res, err := decodeAcquire(r)
+				if err != nil {
+					msg.Fault, msg.Err = lockactor.Transient, err
+				}
+				msg.Acquire = res
+			}
+			c.deliverTo(m, msg)
+		})
+	case lockactor.EffRelease:
+		op := e.Op
+		w.send(c, scripts.Release, []string{scripts.LockKey(name)},
+			[]string{e.Field, strconv.FormatInt(e.Expected, 10), scripts.Channel(name)},
+			func(r Reply, f lockactor.Fault) {
+				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: r.Int, Fault: f, Err: r.errOrNil()})
+			})
+	case lockactor.EffRenew:
+		op, sent := e.Op, c.now()
+		w.send(c, scripts.Renew, []string{scripts.LockKey(name)}, []string{e.Field, millis(e.Lease)},
+			func(r Reply, f lockactor.Fault) {
+				renewed := f == lockactor.NoFault && len(r.Array) == 1 && r.Array[0].Int == 1
+				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Fault: f, Err: r.errOrNil()})
+			})
+	case lockactor.EffSchedule:
+		w.seq++
+		gen := w.seq
+		m.timers[e.Timer] = gen
+		key := e.Timer
+		w.at(c.worldTime(e.At), c, func() {
+			if m.timers[key] == gen {
+				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: key})
+			}
+		})
+	case lockactor.EffCancelTimer:
+		delete(m.timers, e.Timer)
+	case lockactor.EffSubscribe:
+		m.subscribed = true
+		if !c.partitioned {
+			w.at(w.now.Add(2*w.delay()), c, func() {
+				if m.subscribed {
+					c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgSubscribed})
+				}
+			})
+		}
+	case lockactor.EffUnsubscribe:
+		m.subscribed = false
+	case lockactor.EffAcquired:
+		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Client: c.id, Name: name,
+			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, Generation: w.generation})
+		if h := m.handles[e.ID]; h != nil {
+			h.Acquired(e.Token, e.At)
+		}
+	case lockactor.EffDeadline:
+		if h := m.handles[e.ID]; h != nil {
+			h.SetDeadline(e.At)
+		}
+	case lockactor.EffReleaseDone:
+		if h := m.handles[e.ID]; h != nil {
+			h.ReleaseDone(e.Err)
+		}
+	case lockactor.EffLost:
+		w.history = append(w.history, Event{Kind: Lost, At: w.now, Client: c.id, Name: name,
+			Field: m.fields[e.ID], Err: e.Err, Generation: w.generation})
+		if h := m.handles[e.ID]; h != nil {
+			delete(m.handles, e.ID)
+			delete(m.fields, e.ID)
+			h.Lost(e.Err)
+		}
+	}
+}
+
+// worldTime converts a time on the client's clock to World time.
+func (c *Client) worldTime(t time.Time) time.Time {
+	elapsed := t.Sub(Start)
+	return Start.Add(time.Duration(float64(elapsed) / (1 + c.drift)))
+}
+
+func (r Reply) errOrNil() error {
+	if r.IsError() {
+		return r.Err()
+	}
+	return nil
+}
+
+func decodeAcquire(r Reply) (lockactor.AcquireResult, error) {
+	if r.Kind != ReplyArray || len(r.Array) < 2 {
+		return lockactor.AcquireResult{}, fmt.Errorf("sim: malformed acquire reply %v", r)
+	}
+	res := lockactor.AcquireResult{Code: r.Array[0].Int}
+	switch res.Code {
+	case scripts.AcquireGranted:
+		if len(r.Array) < 3 {
+			return res, fmt.Errorf("sim: malformed acquire reply %v", r)
+		}
+		res.Count, res.Token = r.Array[1].Int, uint64(r.Array[2].Int)
+	case scripts.AcquireHeld:
+		res.PTTL = time.Duration(r.Array[1].Int) * time.Millisecond
+	default:
+		res.Count = r.Array[1].Int
+	}
+	return res, nil
+}
+
+func millis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}

@@ -1,0 +1,493 @@
+// Package sim is holdfast's deterministic simulator. A World holds virtual
+// time, simulated Redis nodes that run the production Lua scripts (a primary
+// with asynchronously replicated replicas, failover that loses the
+// unreplicated tail, restart without persistence), a network between clients
+// and nodes that delays, reorders, drops and partitions, and Clients — real
+// *holdfast.Client values with the public API of production — whose lock
+// machines (package lockactor, the same as production) run on a scheduler
+// inside the World.
+//
+// Nothing happens by itself: every message, timer and network delivery is
+// processed inside World.Step, World.Advance or World.RunUntilIdle, on the
+// caller's goroutine, in an order drawn from the World's seed. The same seed
+// and the same calls give the same run, event for event.
+//
+// # Testing your own code
+//
+// Create a World, make Clients with NewClient, run your lock-using code
+// against them (Lock returns at once; select on Acquired and Lost after
+// advancing the World), inject faults (Failover, Partition, Pause, Restart,
+// DropPubSub) and check your invariants. See docs/simulation.md.
+package sim
+
+import (
+	"container/heap"
+	"math/rand"
+	"sort"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// Config shapes a World. Zero values get the defaults named.
+type Config struct {
+	Seed int64
+	// Replicas behind the primary. Default 0: a single node.
+	Replicas int
+	// ReplicationLag is the most a write waits before a replica applies it.
+	// Default 5ms.
+	ReplicationLag time.Duration
+	// MinDelay and MaxDelay bound each one-way network delay. Defaults
+	// 100µs and 2ms.
+	MinDelay, MaxDelay time.Duration
+	// DropRate is the chance a request or reply is lost. Default 0.
+	DropRate float64
+	// CallTimeout is when a client gives up waiting for a reply (the
+	// outcome is then ambiguous). Default 200ms.
+	CallTimeout time.Duration
+}
+
+// Start is the virtual time at which every World begins.
+var Start = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// World is one simulated deployment. It is not safe for concurrent use.
+type World struct {
+	cfg     Config
+	rng     *rand.Rand
+	now     time.Time
+	seq     uint64
+	events  eventQueue
+	nodes   []*node
+	primary int
+	clients []*Client
+	mock    *clock.Mock
+	calls   map[uint64]*call
+	history []Event
+	// generation counts data roll-backs (failover with loss, restart): fencing
+	// tokens are only promised to increase within one generation.
+	generation int
+	dropPubSub float64
+}
+
+type node struct {
+	*Node
+	id      int
+	up      bool
+	applied int // replicas: how much of the primary's log they applied
+}
+
+// New returns a World with the primary and replicas up.
+func New(cfg Config) *World {
+	if cfg.ReplicationLag <= 0 {
+		cfg.ReplicationLag = 5 * time.Millisecond
+	}
+	if cfg.MinDelay <= 0 {
+		cfg.MinDelay = 100 * time.Microsecond
+	}
+	if cfg.MaxDelay < cfg.MinDelay {
+		cfg.MaxDelay = max(cfg.MinDelay, 2*time.Millisecond)
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 200 * time.Millisecond
+	}
+	w := &World{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), now: Start, calls: make(map[uint64]*call)}
+	w.mock = clock.NewMock()
+	w.mock.Set(Start)
+	for i := 0; i <= cfg.Replicas; i++ {
+		n := &node{Node: NewNode(w.Now), id: i, up: true}
+		n.OnPublish = w.publish
+		w.nodes = append(w.nodes, n)
+	}
+	return w
+}
+
+// Now returns the World's virtual time.
+func (w *World) Now() time.Time { return w.now }
+
+// Clock returns a clock.Clock that follows the World's time, for code under
+// test that wants one. It is moved at the end of each Advance.
+func (w *World) Clock() clock.Clock { return w.mock }
+
+// Primary returns the node that clients write to now.
+func (w *World) Primary() *Node { return w.nodes[w.primary].Node }
+
+// Generation counts the data roll-backs so far (failovers that lost writes,
+// restarts without persistence).
+func (w *World) Generation() int { return w.generation }
+
+// --- events ---
+
+type event struct {
+	at  time.Time
+	seq uint64
+	fn  func()
+	// client is the client the event belongs to (nil for node events); a
+	// paused client's events wait until it resumes.
+	client *Client
+}
+
+type eventQueue []*event
+
+func (q eventQueue) Len() int { return len(q) }
+func (q eventQueue) Less(i, j int) bool {
+	if !q[i].at.Equal(q[j].at) {
+		return q[i].at.Before(q[j].at)
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQueue) Push(x any)   { *q = append(*q, x.(*event)) }
+func (q *eventQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+func (w *World) at(t time.Time, c *Client, fn func()) {
+	w.seq++
+	heap.Push(&w.events, &event{at: t, seq: w.seq, fn: fn, client: c})
+}
+
+func (w *World) delay() time.Duration {
+	span := int64(w.cfg.MaxDelay - w.cfg.MinDelay)
+	if span <= 0 {
+		return w.cfg.MinDelay
+	}
+	return w.cfg.MinDelay + time.Duration(w.rng.Int63n(span+1))
+}
+
+// Step processes the next event, moving time to it. It reports false when
+// no event is queued.
+func (w *World) Step() bool {
+	for w.events.Len() > 0 {
+		e := heap.Pop(&w.events).(*event)
+		if e.at.After(w.now) {
+			w.now = e.at
+		}
+		if e.client != nil && e.client.paused {
+			e.client.deferred = append(e.client.deferred, e)
+			continue
+		}
+		e.fn()
+		return true
+	}
+	return false
+}
+
+// Advance processes every event due within d, in order, and moves time
+// forward by d.
+func (w *World) Advance(d time.Duration) {
+	end := w.now.Add(d)
+	for w.events.Len() > 0 && !w.events[0].at.After(end) {
+		w.Step()
+	}
+	w.now = end
+	w.mock.Set(end)
+}
+
+// RunUntilIdle processes every event due now, including the ones they queue
+// for now, without moving time.
+func (w *World) RunUntilIdle() {
+	for w.events.Len() > 0 && !w.events[0].at.After(w.now) {
+		w.Step()
+	}
+}
+
+// Pending reports the events queued.
+func (w *World) Pending() int { return w.events.Len() }
+
+// --- faults ---
+
+// Failover promotes the replica that applied the most of the primary's log;
+// the old primary goes down and the writes its replicas had not applied are
+// lost. Clients reconnect: their subscriptions resync. It reports whether
+// writes were lost. With no replica it does nothing.
+func (w *World) Failover() (lost bool) {
+	best := -1
+	for i, n := range w.nodes {
+		if i != w.primary && n.up && (best < 0 || n.applied > w.nodes[best].applied) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	old := w.nodes[w.primary]
+	lost = w.nodes[best].applied < len(old.Log())
+	old.up = false
+	w.primary = best
+	promoted := w.nodes[best]
+	promoted.log = nil
+	for i, n := range w.nodes {
+		if i != best && n.up {
+			n.copyFrom(promoted.Node)
+			n.applied = 0
+		}
+	}
+	if lost {
+		w.generation++
+	}
+	w.reconnectAll()
+	return lost
+}
+
+// RestartPrimary restarts the primary without persistence: every key is
+// gone (and the fencing counters with them). Replicas resync from it.
+func (w *World) RestartPrimary() {
+	p := w.nodes[w.primary]
+	p.Reset()
+	for i, n := range w.nodes {
+		if i != w.primary {
+			n.Reset()
+			n.applied = 0
+		}
+	}
+	w.generation++
+	w.reconnectAll()
+}
+
+// Revive brings a node that failed over back, as a replica of the primary.
+func (w *World) Revive() {
+	for i, n := range w.nodes {
+		if !n.up && i != w.primary {
+			n.copyFrom(w.nodes[w.primary].Node)
+			n.applied = len(w.nodes[w.primary].Log())
+			n.up = true
+		}
+	}
+}
+
+// Partition cuts client c off from every node (requests, replies and
+// pub/sub are lost) until Heal.
+func (w *World) Partition(c *holdfast.Client) { w.client(c).partitioned = true }
+
+// Heal ends every partition and stops dropping pub/sub messages.
+func (w *World) Heal() {
+	for _, c := range w.clients {
+		if c.partitioned {
+			c.partitioned = false
+			w.resync(c)
+		}
+	}
+	w.dropPubSub = 0
+}
+
+// DropPubSub makes each pub/sub message be lost with probability p.
+func (w *World) DropPubSub(p float64) { w.dropPubSub = p }
+
+// Pause stops client c: it processes nothing and its timers do not fire
+// until Resume (a GC pause, a stopped VM).
+func (w *World) Pause(c *holdfast.Client) { w.client(c).paused = true }
+
+// Resume restarts a paused client; what it missed happens now.
+func (w *World) Resume(c *holdfast.Client) {
+	sc := w.client(c)
+	sc.paused = false
+	for _, e := range sc.deferred {
+		w.at(w.now, sc, e.fn)
+	}
+	sc.deferred = nil
+}
+
+func (w *World) reconnectAll() {
+	for _, c := range w.clients {
+		w.resync(c)
+	}
+}
+
+// resync tells every machine of c that waits on a channel to re-check Redis,
+// as the pub/sub manager does after a reconnect.
+func (w *World) resync(c *Client) {
+	for name, m := range c.machines {
+		if m.subscribed {
+			name := name
+			w.at(w.now.Add(w.delay()), c, func() {
+				c.deliver(name, lockactor.Msg{Kind: lockactor.MsgResync})
+			})
+		}
+	}
+}
+
+func (n *node) copyFrom(src *Node) {
+	n.Reset()
+	for k, e := range src.data {
+		c := &entry{expireAt: e.expireAt}
+		if e.str != nil {
+			s := *e.str
+			c.str = &s
+		} else {
+			c.hash = make(map[string]string, len(e.hash))
+			for f, v := range e.hash {
+				c.hash[f] = v
+			}
+		}
+		n.data[k] = c
+	}
+}
+
+// --- the network between clients and the primary ---
+
+type call struct {
+	done  bool
+	reply func(Reply, lockactor.Fault)
+}
+
+// send carries a script call from c to the primary and its reply back,
+// through the network, with the client's call timeout.
+func (w *World) send(c *Client, src string, keys, args []string, reply func(Reply, lockactor.Fault)) {
+	w.seq++
+	id := w.seq
+	cl := &call{reply: reply}
+	w.calls[id] = cl
+	finish := func(r Reply, f lockactor.Fault) {
+		if cl.done {
+			return
+		}
+		cl.done = true
+		delete(w.calls, id)
+		cl.reply(r, f)
+	}
+	w.at(w.now.Add(w.cfg.CallTimeout), c, func() {
+		finish(errReply("ERR timeout"), lockactor.Ambiguous)
+	})
+	if c.partitioned || w.lose() {
+		return
+	}
+	w.at(w.now.Add(w.delay()), nil, func() {
+		n := w.nodes[w.primary]
+		if !n.up || c.partitioned {
+			return
+		}
+		r := n.Eval(src, keys, args)
+		w.replicate()
+		if c.partitioned || w.lose() {
+			return
+		}
+		w.at(w.now.Add(w.delay()), c, func() {
+			fault := lockactor.NoFault
+			if r.IsError() {
+				fault = lockactor.Transient
+				if len(r.Str) >= 9 && r.Str[:9] == "WRONGTYPE" {
+					fault = lockactor.Permanent
+				}
+			}
+			finish(r, fault)
+		})
+	})
+}
+
+func (w *World) lose() bool { return w.cfg.DropRate > 0 && w.rng.Float64() < w.cfg.DropRate }
+
+// replicate schedules each replica to apply the primary's log as it is now.
+func (w *World) replicate() {
+	p := w.nodes[w.primary]
+	upto := len(p.Log())
+	for i, n := range w.nodes {
+		if i == w.primary || !n.up {
+			continue
+		}
+		n := n
+		lag := time.Duration(w.rng.Int63n(int64(w.cfg.ReplicationLag) + 1))
+		w.at(w.now.Add(lag), nil, func() {
+			if !n.up || w.nodes[w.primary] != p {
+				return
+			}
+			for ; n.applied < upto; n.applied++ {
+				n.Apply(p.Log()[n.applied])
+			}
+		})
+	}
+}
+
+// publish routes a PUBLISH of the primary to the subscribed clients.
+func (w *World) publish(channel, _ string) int64 {
+	name, ok := scripts.NameOfChannel(channel)
+	if !ok {
+		return 0
+	}
+	var n int64
+	for _, c := range w.clients {
+		m := c.machines[name]
+		if m == nil || !m.subscribed || c.partitioned {
+			continue
+		}
+		n++
+		if w.dropPubSub > 0 && w.rng.Float64() < w.dropPubSub {
+			continue
+		}
+		c := c
+		w.at(w.now.Add(w.delay()), c, func() { c.deliver(name, lockactor.Msg{Kind: lockactor.MsgWake}) })
+	}
+	return n
+}
+
+// --- history ---
+
+// EventKind tells what happened to a Lock.
+type EventKind uint8
+
+// Kinds of Event.
+const (
+	Acquired EventKind = iota + 1
+	Lost
+)
+
+// Event is one entry of the World's history: a grant or the end of a Lock.
+type Event struct {
+	Kind       EventKind
+	At         time.Time // World time
+	Client     string
+	Name       string
+	Field      string
+	Token      uint64
+	Deadline   time.Time // the holder's validity deadline, on its own clock
+	Err        error
+	Generation int
+}
+
+// History returns every grant and end of a Lock so far, in order.
+func (w *World) History() []Event { return w.history }
+
+func (w *World) client(c *holdfast.Client) *Client {
+	for _, sc := range w.clients {
+		if sc.public == c {
+			return sc
+		}
+	}
+	panic("sim: not a client of this World")
+}
+
+// Clients returns the World's clients' ids, in creation order.
+func (w *World) Clients() []string {
+	ids := make([]string, len(w.clients))
+	for i, c := range w.clients {
+		ids[i] = c.id
+	}
+	return ids
+}
+
+// Machines reports the lock machines alive in all clients.
+func (w *World) Machines() int {
+	n := 0
+	for _, c := range w.clients {
+		n += len(c.machines)
+	}
+	return n
+}
+
+// Keys returns the lock hashes present on the primary, sorted.
+func (w *World) Keys() []string {
+	var out []string
+	for _, r := range w.Primary().Do("KEYS", "*").Array {
+		if len(r.Str) < 6 || r.Str[len(r.Str)-6:] != ":fence" {
+			out = append(out, r.Str)
+		}
+	}
+	sort.Strings(out)
+	return out
+}

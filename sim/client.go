@@ -35,6 +35,10 @@ type Client struct {
 	partitioned bool
 	deferred    []*event
 	closed      bool
+	// execGen is the data generation in which the reply being delivered was
+	// produced (-1 outside a reply): a grant belongs to the generation it
+	// was made in, not the one its reply arrives in.
+	execGen int
 }
 
 // machine is one lock name's state machine in one client, with what the
@@ -56,7 +60,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 	if cfg.WatchdogTimeout == 0 {
 		cfg.WatchdogTimeout = 3 * time.Second
 	}
-	c := &Client{w: w, id: cfg.ID, drift: cfg.Drift, machines: make(map[string]*machine)}
+	c := &Client{w: w, id: cfg.ID, drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1}
 	pub, err := clientkit.NewClient(holdfast.Config{
 		Clock:           w.mock,
 		WatchdogTimeout: cfg.WatchdogTimeout,
@@ -72,8 +76,11 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 }
 
 // now is the client's own clock, drift included.
-func (c *Client) now() time.Time {
-	elapsed := c.w.now.Sub(Start)
+func (c *Client) now() time.Time { return c.clockAt(c.w.now) }
+
+// clockAt is the client's clock reading at World time t.
+func (c *Client) clockAt(t time.Time) time.Time {
+	elapsed := t.Sub(Start)
 	return Start.Add(elapsed + time.Duration(float64(elapsed)*c.drift))
 }
 
@@ -82,25 +89,27 @@ func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	if c.closed {
 		return nil, lockactor.ErrClosed
 	}
-	c.w.at(c.w.now, c, func() {
-		if c.closed {
-			h.Lost(lockactor.ErrClosed)
-			return
-		}
-		m := c.machines[name]
-		if m == nil {
-			m = &machine{
-				name:    name,
-				m:       lockactor.New(lockactor.Config{}),
-				handles: make(map[lockactor.ReqID]lockactor.Handle),
-				fields:  make(map[lockactor.ReqID]string),
-				timers:  make(map[lockactor.TimerKey]uint64),
+	c.w.external(func() {
+		c.w.at(c.w.now, c, func() {
+			if c.closed {
+				h.Lost(lockactor.ErrClosed)
+				return
 			}
-			c.machines[name] = m
-		}
-		m.handles[req.ID] = h
-		m.fields[req.ID] = req.Field
-		c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: req})
+			m := c.machines[name]
+			if m == nil {
+				m = &machine{
+					name:    name,
+					m:       lockactor.New(lockactor.Config{}),
+					handles: make(map[lockactor.ReqID]lockactor.Handle),
+					fields:  make(map[lockactor.ReqID]string),
+					timers:  make(map[lockactor.TimerKey]uint64),
+				}
+				c.machines[name] = m
+			}
+			m.handles[req.ID] = h
+			m.fields[req.ID] = req.Field
+			c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: req})
+		})
 	})
 	return ref{c: c, name: name, id: req.ID}, nil
 }
@@ -111,9 +120,12 @@ type ref struct {
 	id   lockactor.ReqID
 }
 
-// Send implements lockactor.Ref: the message is delivered at the next Step.
+// Send implements lockactor.Ref: the message is delivered at the next
+// Step. It may be called from any goroutine.
 func (r ref) Send(kind lockactor.MsgKind, err error) {
-	r.c.w.at(r.c.w.now, r.c, func() { r.c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err}) })
+	r.c.w.external(func() {
+		r.c.w.at(r.c.w.now, r.c, func() { r.c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err}) })
+	})
 }
 
 // Drive implements lockactor.Driver: a blocking call of the public API
@@ -246,12 +258,14 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffUnsubscribe:
 		m.subscribed = false
 	case lockactor.EffAcquired:
-		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Client: c.id, Name: name,
-			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, Generation: w.generation})
+		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, DeadlineAt: c.worldTime(e.At), Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.Acquired(e.Token, e.At)
 		}
 	case lockactor.EffDeadline:
+		w.history = append(w.history, Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+			Field: m.fields[e.ID], Deadline: e.At, DeadlineAt: c.worldTime(e.At), Generation: w.generation})
 		if h := m.handles[e.ID]; h != nil {
 			h.SetDeadline(e.At)
 		}
@@ -260,7 +274,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 			h.ReleaseDone(e.Err)
 		}
 	case lockactor.EffLost:
-		w.history = append(w.history, Event{Kind: Lost, At: w.now, Client: c.id, Name: name,
+		w.history = append(w.history, Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Err: e.Err, Generation: w.generation})
 		if h := m.handles[e.ID]; h != nil {
 			delete(m.handles, e.ID)
@@ -270,10 +284,22 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	}
 }
 
-// worldTime converts a time on the client's clock to World time.
+func (c *Client) generation() int {
+	if c.execGen >= 0 {
+		return c.execGen
+	}
+	return c.w.generation
+}
+
+// worldTime converts a time on the client's clock to the first World time
+// at which the client's clock reads at least t.
 func (c *Client) worldTime(t time.Time) time.Time {
 	elapsed := t.Sub(Start)
-	return Start.Add(time.Duration(float64(elapsed) / (1 + c.drift)))
+	wt := Start.Add(time.Duration(float64(elapsed) / (1 + c.drift)))
+	for c.clockAt(wt).Before(t) {
+		wt = wt.Add(time.Microsecond)
+	}
+	return wt
 }
 
 func (r Reply) errOrNil() error {

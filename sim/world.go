@@ -24,6 +24,7 @@ import (
 	"container/heap"
 	"math/rand"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -71,6 +72,39 @@ type World struct {
 	// tokens are only promised to increase within one generation.
 	generation int
 	dropPubSub float64
+	// epoch changes with every failover and restart: replication in flight
+	// from an earlier epoch is dropped.
+	epoch int
+
+	// inbox holds calls of the public API made from other goroutines
+	// (context cancellations run on their own goroutine); Step takes them
+	// in order before anything else.
+	inboxMu sync.Mutex
+	inbox   []func()
+}
+
+// external queues fn, from any goroutine, to run at the next Step.
+func (w *World) external(fn func()) {
+	w.inboxMu.Lock()
+	w.inbox = append(w.inbox, fn)
+	w.inboxMu.Unlock()
+}
+
+// Inbox reports how many calls from other goroutines wait for the next Step.
+func (w *World) Inbox() int {
+	w.inboxMu.Lock()
+	defer w.inboxMu.Unlock()
+	return len(w.inbox)
+}
+
+func (w *World) drainInbox() {
+	w.inboxMu.Lock()
+	in := w.inbox
+	w.inbox = nil
+	w.inboxMu.Unlock()
+	for _, fn := range in {
+		fn()
+	}
 }
 
 type node struct {
@@ -164,6 +198,7 @@ func (w *World) delay() time.Duration {
 // Step processes the next event, moving time to it. It reports false when
 // no event is queued.
 func (w *World) Step() bool {
+	w.drainInbox()
 	for w.events.Len() > 0 {
 		e := heap.Pop(&w.events).(*event)
 		if e.at.After(w.now) {
@@ -183,6 +218,7 @@ func (w *World) Step() bool {
 // forward by d.
 func (w *World) Advance(d time.Duration) {
 	end := w.now.Add(d)
+	w.drainInbox()
 	for w.events.Len() > 0 && !w.events[0].at.After(end) {
 		w.Step()
 	}
@@ -232,6 +268,7 @@ func (w *World) Failover() (lost bool) {
 	if lost {
 		w.generation++
 	}
+	w.epoch++
 	w.reconnectAll()
 	return lost
 }
@@ -248,6 +285,7 @@ func (w *World) RestartPrimary() {
 		}
 	}
 	w.generation++
+	w.epoch++
 	w.reconnectAll()
 }
 
@@ -364,6 +402,7 @@ func (w *World) send(c *Client, src string, keys, args []string, reply func(Repl
 			return
 		}
 		r := n.Eval(src, keys, args)
+		gen := w.generation
 		w.replicate()
 		if c.partitioned || w.lose() {
 			return
@@ -376,7 +415,9 @@ func (w *World) send(c *Client, src string, keys, args []string, reply func(Repl
 					fault = lockactor.Permanent
 				}
 			}
+			c.execGen = gen
 			finish(r, fault)
+			c.execGen = -1
 		})
 	})
 }
@@ -386,7 +427,7 @@ func (w *World) lose() bool { return w.cfg.DropRate > 0 && w.rng.Float64() < w.c
 // replicate schedules each replica to apply the primary's log as it is now.
 func (w *World) replicate() {
 	p := w.nodes[w.primary]
-	upto := len(p.Log())
+	upto, epoch := len(p.Log()), w.epoch
 	for i, n := range w.nodes {
 		if i == w.primary || !n.up {
 			continue
@@ -394,7 +435,7 @@ func (w *World) replicate() {
 		n := n
 		lag := time.Duration(w.rng.Int63n(int64(w.cfg.ReplicationLag) + 1))
 		w.at(w.now.Add(lag), nil, func() {
-			if !n.up || w.nodes[w.primary] != p {
+			if !n.up || w.epoch != epoch {
 				return
 			}
 			for ; n.applied < upto; n.applied++ {
@@ -434,18 +475,22 @@ type EventKind uint8
 // Kinds of Event.
 const (
 	Acquired EventKind = iota + 1
+	Renewed            // the watchdog moved the deadline
 	Lost
 )
 
 // Event is one entry of the World's history: a grant or the end of a Lock.
 type Event struct {
-	Kind       EventKind
-	At         time.Time // World time
-	Client     string
-	Name       string
-	Field      string
-	Token      uint64
-	Deadline   time.Time // the holder's validity deadline, on its own clock
+	Kind     EventKind
+	At       time.Time // World time
+	Req      uint64    // the Lock call (unique within its client)
+	Client   string
+	Name     string
+	Field    string
+	Token    uint64
+	Deadline time.Time // the holder's validity deadline, on its own clock
+	// DeadlineAt is Deadline in World time (they differ for a drifting clock).
+	DeadlineAt time.Time
 	Err        error
 	Generation int
 }

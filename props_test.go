@@ -1,0 +1,336 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"sort"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/sim"
+)
+
+// Property tests of lock safety, run on the deterministic simulator: rapid
+// draws a seed, a deployment and a sequence of actions (locks, releases,
+// cancellations, time, pauses, failovers, restarts, partitions, lost pub/sub
+// messages), and after every action the invariants below are checked against
+// the World's history. A failure prints the drawn actions and the seed;
+// `go test -run TestLockProperties -rapid.seed=N` replays it, and
+// `-rapid.checks=10000` soaks.
+
+// tracked is one Lock the test made.
+type tracked struct {
+	l        *holdfast.Lock
+	client   int
+	cancel   context.CancelFunc
+	wasHeld   bool // Acquired was closed when last looked at
+	lostSeen  bool
+	cancelled bool
+}
+
+type propWorld struct {
+	w        *sim.World
+	clients  []*holdfast.Client
+	paused   []bool
+	locks    []*tracked
+	rollback time.Time // first data roll-back (exclusion is promised before it only)
+	fenceGen int
+}
+
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestLockProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		cfg := sim.Config{
+			Seed:           rapid.Int64().Draw(rt, "seed"),
+			Replicas:       rapid.IntRange(0, 2).Draw(rt, "replicas"),
+			MaxDelay:       time.Duration(rapid.IntRange(1, 20).Draw(rt, "maxDelayMs")) * time.Millisecond,
+			ReplicationLag: time.Duration(rapid.IntRange(1, 50).Draw(rt, "lagMs")) * time.Millisecond,
+		}
+		p := &propWorld{w: sim.New(cfg)}
+		for i := 0; i < 3; i++ {
+			p.clients = append(p.clients, p.w.NewClient(sim.ClientConfig{
+				WatchdogTimeout: time.Duration(rapid.IntRange(300, 3000).Draw(rt, "watchdogMs")) * time.Millisecond,
+				// Within the drift allowance (lease/100): exclusion holds.
+				Drift: float64(rapid.IntRange(-5, 5).Draw(rt, "drift‰")) / 1000,
+			}))
+			p.paused = append(p.paused, false)
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"lock":      p.lock,
+			"release":   p.release,
+			"cancel":    p.cancel,
+			"advance":   p.advance,
+			"pause":     p.pause,
+			"resume":    p.resume,
+			"failover":  p.failover,
+			"restart":   p.restart,
+			"partition": p.partition,
+			"heal":      func(*rapid.T) { p.w.Heal() },
+			"droppub":   func(*rapid.T) { p.w.DropPubSub(0.5) },
+			"":          p.check,
+		})
+		p.liveness(rt)
+	})
+}
+
+func (p *propWorld) lock(t *rapid.T) {
+	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
+	name := rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name")
+	ctx, cancel := context.WithCancel(context.Background())
+	if owner := rapid.SampledFrom([]string{"", "x", "y"}).Draw(t, "owner"); owner != "" {
+		ctx = holdfast.WithOwner(ctx, owner)
+	}
+	var opts []holdfast.Option
+	if rapid.Bool().Draw(t, "fixedLease") {
+		opts = append(opts, holdfast.WithLease(time.Duration(rapid.IntRange(200, 3000).Draw(t, "leaseMs"))*time.Millisecond))
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "wait") {
+	case 1:
+		opts = append(opts, holdfast.WithWait(0))
+	case 2:
+		opts = append(opts, holdfast.WithWait(time.Duration(rapid.IntRange(1, 5000).Draw(t, "waitMs"))*time.Millisecond))
+	}
+	l := p.clients[i].Lock(ctx, name, opts...)
+	p.locks = append(p.locks, &tracked{l: l, client: i, cancel: cancel})
+}
+
+// live returns the tracked Locks not yet over whose client is not paused.
+func (p *propWorld) live() []*tracked {
+	var out []*tracked
+	for _, tr := range p.locks {
+		if !isClosed(tr.l.Lost) && !p.paused[tr.client] {
+			out = append(out, tr)
+		}
+	}
+	return out
+}
+
+func (p *propWorld) release(t *rapid.T) {
+	live := p.live()
+	if len(live) == 0 {
+		t.Skip("no live lock")
+	}
+	tr := rapid.SampledFrom(live).Draw(t, "lock")
+	err := tr.l.Release(context.Background()) // drives the World until it is over
+	if !isClosed(tr.l.Lost) {
+		t.Fatalf("Release returned %v but the Lock is not over", err)
+	}
+	if err != nil && !errors.Is(err, holdfast.ErrNotHeld) && !errors.Is(err, holdfast.ErrNotOwner) &&
+		!errors.Is(err, holdfast.ErrLeaseExpired) && !errors.Is(err, holdfast.ErrWaitTimeout) {
+		// Releases can fail only because the hold was already lost.
+		t.Logf("release: %v", err)
+	}
+	if again := tr.l.Release(context.Background()); !errors.Is(again, holdfast.ErrNotHeld) {
+		t.Fatalf("second Release: %v, want ErrNotHeld", again)
+	}
+}
+
+func (p *propWorld) cancel(t *rapid.T) {
+	live := p.live()
+	if len(live) == 0 {
+		t.Skip("no live lock")
+	}
+	tr := rapid.SampledFrom(live).Draw(t, "lock")
+	if tr.cancelled {
+		t.Skip("already cancelled")
+	}
+	tr.cancelled = true
+	tr.cancel()
+	// The cancellation arrives from context.AfterFunc's goroutine: wait for
+	// it to reach the World so that the run stays deterministic.
+	for p.w.Inbox() == 0 {
+		runtime.Gosched()
+	}
+}
+
+func (p *propWorld) advance(t *rapid.T) {
+	d := time.Duration(rapid.IntRange(1, 4000).Draw(t, "ms")) * time.Millisecond
+	p.w.Advance(d)
+}
+
+func (p *propWorld) pause(t *rapid.T) {
+	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
+	p.w.Pause(p.clients[i])
+	p.paused[i] = true
+}
+
+func (p *propWorld) resume(t *rapid.T) {
+	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
+	p.w.Resume(p.clients[i])
+	p.paused[i] = false
+}
+
+func (p *propWorld) failover(t *rapid.T) {
+	before := p.w.Generation()
+	p.w.Failover()
+	p.w.Revive()
+	p.noteRollback(before)
+}
+
+func (p *propWorld) restart(t *rapid.T) {
+	if rapid.IntRange(0, 3).Draw(t, "rare") != 0 {
+		t.Skip("restarts are rare")
+	}
+	before := p.w.Generation()
+	p.w.RestartPrimary()
+	p.noteRollback(before)
+}
+
+func (p *propWorld) noteRollback(before int) {
+	if p.w.Generation() != before && p.rollback.IsZero() {
+		p.rollback = p.w.Now()
+	}
+}
+
+func (p *propWorld) partition(t *rapid.T) {
+	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
+	p.w.Partition(p.clients[i])
+}
+
+// hold is the validity interval of one grant, in World time.
+type hold struct {
+	client, field, name string
+	req                 uint64
+	from, to            time.Time
+	token               uint64
+	gen                 int
+}
+
+// holds rebuilds every grant's interval from the history: from Acquired to
+// the earlier of Lost and the last validity deadline it was told of.
+func holds(w *sim.World) []hold {
+	open := map[string]*hold{}
+	var out []hold
+	key := func(e sim.Event) string { return fmt.Sprintf("%s/%d", e.Client, e.Req) }
+	for _, e := range w.History() {
+		switch e.Kind {
+		case sim.Acquired:
+			open[key(e)] = &hold{client: e.Client, field: e.Field, name: e.Name, req: e.Req, from: e.At, to: e.DeadlineAt, token: e.Token, gen: e.Generation}
+		case sim.Renewed:
+			if h := open[key(e)]; h != nil && e.DeadlineAt.After(h.to) {
+				h.to = e.DeadlineAt
+			}
+		case sim.Lost:
+			if h := open[key(e)]; h != nil {
+				if e.At.Before(h.to) {
+					h.to = e.At
+				}
+				out = append(out, *h)
+				delete(open, key(e))
+			}
+		}
+	}
+	for _, h := range open {
+		if w.Now().Before(h.to) {
+			h.to = w.Now()
+		}
+		out = append(out, *h)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].from.Before(out[j].from) })
+	return out
+}
+
+func (p *propWorld) check(t *rapid.T) {
+	hs := holds(p.w)
+	// Exclusion: no two owners validly hold one name at the same instant
+	// (before any data roll-back: async replication does not promise it).
+	for i := range hs {
+		for j := i + 1; j < len(hs); j++ {
+			a, b := hs[i], hs[j]
+			if a.name != b.name || (a.client == b.client && a.field == b.field) {
+				continue
+			}
+			end := a.to
+			if b.to.Before(end) {
+				end = b.to
+			}
+			if !p.rollback.IsZero() && p.rollback.Before(end) {
+				end = p.rollback
+			}
+			if b.from.Before(end) {
+				t.Fatalf("exclusion: %s %s held %q [%v, %v] while %s %s held it [%v, %v]",
+					a.client, a.field, a.name, a.from.Sub(sim.Start), a.to.Sub(sim.Start),
+					b.client, b.field, b.from.Sub(sim.Start), b.to.Sub(sim.Start))
+			}
+		}
+	}
+	// Fencing: each new owner's token is above the previous owner's, within
+	// one data generation.
+	last := map[string]hold{}
+	for _, h := range hs {
+		prev, ok := last[h.name]
+		if ok && prev.gen == h.gen && (prev.client != h.client || prev.field != h.field) && h.token <= prev.token {
+			t.Fatalf("fencing: %s got token %d on %q after %s had %d", h.client, h.token, h.name, prev.client, prev.token)
+		}
+		last[h.name] = h
+	}
+	// A Lock that ended never comes back.
+	for _, tr := range p.locks {
+		held := isClosed(tr.l.Acquired)
+		if tr.lostSeen && held && !tr.wasHeld {
+			t.Fatalf("a Lock that ended with %v was acquired afterwards", tr.l.Err())
+		}
+		if isClosed(tr.l.Lost) {
+			if tr.l.Err() == nil {
+				t.Fatal("Lost closed with a nil Err")
+			}
+			tr.lostSeen = true
+		}
+		tr.wasHeld = held
+	}
+}
+
+// liveness stops every fault, lets time pass and requires every pending
+// Lock to be granted (then released) or to give up; then it closes the
+// clients and requires nothing left behind.
+func (p *propWorld) liveness(t *rapid.T) {
+	p.w.Heal()
+	for i, c := range p.clients {
+		p.w.Resume(c)
+		p.paused[i] = false
+	}
+	for round := 0; round < 2*len(p.locks)+5; round++ {
+		p.w.Advance(5 * time.Second)
+		progress := false
+		for _, tr := range p.locks {
+			if isClosed(tr.l.Acquired) && !isClosed(tr.l.Lost) {
+				tr.l.Release(context.Background())
+				progress = true
+			}
+		}
+		if !progress && len(p.live()) == 0 {
+			break
+		}
+	}
+	p.check(t)
+	for _, tr := range p.locks {
+		if !isClosed(tr.l.Lost) {
+			t.Fatalf("liveness: a Lock is still pending after the faults stopped (acquired=%v)", isClosed(tr.l.Acquired))
+		}
+	}
+	for _, c := range p.clients {
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	if n := p.w.Machines(); n != 0 {
+		t.Fatalf("%d lock machines alive after Close", n)
+	}
+	p.w.Advance(10 * time.Second) // anything written past a roll-back expires
+	if keys := p.w.Keys(); len(keys) != 0 {
+		t.Fatalf("lock keys left in Redis: %v", keys)
+	}
+}

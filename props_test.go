@@ -25,9 +25,9 @@ import (
 
 // tracked is one Lock the test made.
 type tracked struct {
-	l        *holdfast.Lock
-	client   int
-	cancel   context.CancelFunc
+	l         *holdfast.Lock
+	client    int
+	cancel    context.CancelFunc
 	wasHeld   bool // Acquired was closed when last looked at
 	lostSeen  bool
 	cancelled bool
@@ -207,10 +207,12 @@ type hold struct {
 	from, to            time.Time
 	token               uint64
 	gen                 int
+	releasing           bool
 }
 
 // holds rebuilds every grant's interval from the history: from Acquired to
-// the earlier of Lost and the last validity deadline it was told of.
+// the earliest of Lost, the holder's giving it up (Release or its context
+// ending), and the last validity deadline it was told of.
 func holds(w *sim.World) []hold {
 	open := map[string]*hold{}
 	var out []hold
@@ -220,8 +222,13 @@ func holds(w *sim.World) []hold {
 		case sim.Acquired:
 			open[key(e)] = &hold{client: e.Client, field: e.Field, name: e.Name, req: e.Req, from: e.At, to: e.DeadlineAt, token: e.Token, gen: e.Generation}
 		case sim.Renewed:
-			if h := open[key(e)]; h != nil && e.DeadlineAt.After(h.to) {
+			if h := open[key(e)]; h != nil && e.DeadlineAt.After(h.to) && !h.releasing {
 				h.to = e.DeadlineAt
+			}
+		case sim.Releasing:
+			// The holder gave the lock up: it no longer acts on it.
+			if h := open[key(e)]; h != nil && e.At.Before(h.to) {
+				h.to, h.releasing = e.At, true
 			}
 		case sim.Lost:
 			if h := open[key(e)]; h != nil {

@@ -123,8 +123,15 @@ type ref struct {
 // Send implements lockactor.Ref: the message is delivered at the next
 // Step. It may be called from any goroutine.
 func (r ref) Send(kind lockactor.MsgKind, err error) {
-	r.c.w.external(func() {
-		r.c.w.at(r.c.w.now, r.c, func() { r.c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err}) })
+	c := r.c
+	c.w.external(func() {
+		c.w.at(c.w.now, c, func() {
+			if m := c.machines[r.name]; m != nil && m.handles[r.id] != nil {
+				c.w.history = append(c.w.history, Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
+					Client: c.id, Name: r.name, Field: m.fields[r.id], Generation: c.w.generation})
+			}
+			c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
+		})
 	})
 }
 

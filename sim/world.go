@@ -474,8 +474,9 @@ type EventKind uint8
 
 // Kinds of Event.
 const (
-	Acquired EventKind = iota + 1
-	Renewed            // the watchdog moved the deadline
+	Acquired  EventKind = iota + 1
+	Renewed             // the watchdog moved the deadline
+	Releasing           // the holder gave the lock up (Release, or its context ended)
 	Lost
 )
 

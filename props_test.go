@@ -39,7 +39,8 @@ type propWorld struct {
 	paused   []bool
 	locks    []*tracked
 	rollback time.Time // first data roll-back (exclusion is promised before it only)
-	fenceGen int
+	// stolen: when each name's key was first deleted behind its holder's back.
+	stolen map[string]time.Time
 }
 
 func isClosed(ch <-chan struct{}) bool {
@@ -59,7 +60,7 @@ func TestLockProperties(t *testing.T) {
 			MaxDelay:       time.Duration(rapid.IntRange(1, 20).Draw(rt, "maxDelayMs")) * time.Millisecond,
 			ReplicationLag: time.Duration(rapid.IntRange(1, 50).Draw(rt, "lagMs")) * time.Millisecond,
 		}
-		p := &propWorld{w: sim.New(cfg)}
+		p := &propWorld{w: sim.New(cfg), stolen: map[string]time.Time{}}
 		for i := 0; i < 3; i++ {
 			p.clients = append(p.clients, p.w.NewClient(sim.ClientConfig{
 				WatchdogTimeout: time.Duration(rapid.IntRange(300, 3000).Draw(rt, "watchdogMs")) * time.Millisecond,
@@ -80,6 +81,7 @@ func TestLockProperties(t *testing.T) {
 			"partition": p.partition,
 			"heal":      func(*rapid.T) { p.w.Heal() },
 			"droppub":   func(*rapid.T) { p.w.DropPubSub(0.5) },
+			"steal":     p.steal,
 			"":          p.check,
 		})
 		p.liveness(rt)
@@ -195,6 +197,14 @@ func (p *propWorld) noteRollback(before int) {
 	}
 }
 
+func (p *propWorld) steal(t *rapid.T) {
+	name := rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name")
+	p.w.Steal(name)
+	if _, ok := p.stolen[name]; !ok {
+		p.stolen[name] = p.w.Now()
+	}
+}
+
 func (p *propWorld) partition(t *rapid.T) {
 	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
 	p.w.Partition(p.clients[i])
@@ -267,11 +277,34 @@ func (p *propWorld) check(t *rapid.T) {
 			if !p.rollback.IsZero() && p.rollback.Before(end) {
 				end = p.rollback
 			}
+			if s, ok := p.stolen[a.name]; ok && s.Before(end) {
+				end = s // a deleted key lets the next owner in: see the steal checks
+			}
 			if b.from.Before(end) {
 				t.Fatalf("exclusion: %s %s held %q [%v, %v] while %s %s held it [%v, %v]",
 					a.client, a.field, a.name, a.from.Sub(sim.Start), a.to.Sub(sim.Start),
 					b.client, b.field, b.from.Sub(sim.Start), b.to.Sub(sim.Start))
 			}
+		}
+	}
+	// Lost before Redis can give the lock away: no validity deadline a
+	// holder is told of lies past the expiry the same call left in Redis.
+	acquiredAt := map[string]time.Time{}
+	for _, e := range p.w.History() {
+		key := fmt.Sprintf("%s/%d", e.Client, e.Req)
+		if e.Kind == sim.Acquired {
+			acquiredAt[key] = e.At
+		}
+		if (e.Kind == sim.Acquired || e.Kind == sim.Renewed) && !e.ExpiresAt.IsZero() && e.DeadlineAt.After(e.ExpiresAt) {
+			t.Fatalf("validity: %s %s was told it holds %q until %v, but Redis expires the key at %v",
+				e.Client, e.Field, e.Name, e.DeadlineAt.Sub(sim.Start), e.ExpiresAt.Sub(sim.Start))
+		}
+		// A key deleted behind a holder's back is never renewed for it again
+		// (replies in flight at the deletion aside).
+		if s, ok := p.stolen[e.Name]; ok && e.Kind == sim.Renewed && acquiredAt[key].Before(s) &&
+			e.At.After(s.Add(2*time.Second)) {
+			t.Fatalf("renewal after theft: %s %s renewed %q at %v, its key deleted at %v",
+				e.Client, e.Field, e.Name, e.At.Sub(sim.Start), s.Sub(sim.Start))
 		}
 	}
 	// Fencing: each new owner's token is above the previous owner's, within

@@ -38,7 +38,8 @@ type Client struct {
 	// execGen is the data generation in which the reply being delivered was
 	// produced (-1 outside a reply): a grant belongs to the generation it
 	// was made in, not the one its reply arrives in.
-	execGen int
+	execGen    int
+	execExpiry time.Time
 }
 
 // machine is one lock name's state machine in one client, with what the
@@ -266,13 +267,15 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 		m.subscribed = false
 	case lockactor.EffAcquired:
 		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
-			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, DeadlineAt: c.worldTime(e.At), Generation: c.generation()})
+			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
+			Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.Acquired(e.Token, e.At)
 		}
 	case lockactor.EffDeadline:
 		w.history = append(w.history, Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
-			Field: m.fields[e.ID], Deadline: e.At, DeadlineAt: c.worldTime(e.At), Generation: w.generation})
+			Field: m.fields[e.ID], Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
+			Generation: w.generation})
 		if h := m.handles[e.ID]; h != nil {
 			h.SetDeadline(e.At)
 		}

@@ -487,6 +487,14 @@ func b2i(b bool) int64 {
 	return 0
 }
 
+// expiry returns when key expires (zero: absent or no TTL).
+func (n *Node) expiry(key string) time.Time {
+	if e := n.get(key); e != nil {
+		return e.expireAt
+	}
+	return time.Time{}
+}
+
 // Dump returns a canonical text of the keyspace: one line per live key with
 // its type, value and absolute expiry in milliseconds (or -1).
 func (n *Node) Dump() string {

@@ -300,6 +300,13 @@ func (w *World) Revive() {
 	}
 }
 
+// Steal deletes the lock key of name on the primary behind its holder's
+// back, as an operator's DEL would.
+func (w *World) Steal(name string) {
+	w.nodes[w.primary].Do("DEL", scripts.LockKey(name))
+	w.replicate()
+}
+
 // Partition cuts client c off from every node (requests, replies and
 // pub/sub are lost) until Heal.
 func (w *World) Partition(c *holdfast.Client) { w.client(c).partitioned = true }
@@ -402,7 +409,7 @@ func (w *World) send(c *Client, src string, keys, args []string, reply func(Repl
 			return
 		}
 		r := n.Eval(src, keys, args)
-		gen := w.generation
+		gen, expires := w.generation, n.expiry(keys[0])
 		w.replicate()
 		if c.partitioned || w.lose() {
 			return
@@ -415,9 +422,9 @@ func (w *World) send(c *Client, src string, keys, args []string, reply func(Repl
 					fault = lockactor.Permanent
 				}
 			}
-			c.execGen = gen
+			c.execGen, c.execExpiry = gen, expires
 			finish(r, fault)
-			c.execGen = -1
+			c.execGen, c.execExpiry = -1, time.Time{}
 		})
 	})
 }
@@ -492,6 +499,9 @@ type Event struct {
 	Deadline time.Time // the holder's validity deadline, on its own clock
 	// DeadlineAt is Deadline in World time (they differ for a drifting clock).
 	DeadlineAt time.Time
+	// ExpiresAt is when Redis would expire the lock key, as the call whose
+	// reply made this grant or renewal left it (zero when unknown).
+	ExpiresAt  time.Time
 	Err        error
 	Generation int
 }

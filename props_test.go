@@ -256,7 +256,15 @@ func holds(w *sim.World) []hold {
 		}
 		out = append(out, *h)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].from.Before(out[j].from) })
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].from.Equal(out[j].from) {
+			return out[i].from.Before(out[j].from)
+		}
+		if out[i].client != out[j].client {
+			return out[i].client < out[j].client
+		}
+		return out[i].req < out[j].req
+	})
 	return out
 }
 

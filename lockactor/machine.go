@@ -2,6 +2,7 @@ package lockactor
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -893,7 +894,13 @@ func (m *Machine) close(now time.Time, err error) {
 	for _, r := range append([]*request(nil), m.queue...) {
 		m.end(now, r, err)
 	}
+	// In a fixed order (of creation), so that a run is reproducible.
+	owners := make([]*owner, 0, len(m.owners))
 	for _, o := range m.owners {
+		owners = append(owners, o)
+	}
+	sort.Slice(owners, func(i, j int) bool { return owners[i].gen < owners[j].gen })
+	for _, o := range owners {
 		if o.opReq != nil && o.opReq.state == statePending {
 			o.opReq.ending, o.opReq.endErr = true, err
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"time"
 
@@ -158,6 +159,17 @@ func (r ref) Drive(ctx context.Context, done ...<-chan struct{}) {
 	}
 }
 
+// names returns the names of the live machines, sorted: map order would
+// make runs irreproducible.
+func (c *Client) names() []string {
+	names := make([]string, 0, len(c.machines))
+	for name := range c.machines {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
 // Actors implements clientkit.Engine.
 func (c *Client) Actors() int { return len(c.machines) }
 
@@ -170,7 +182,7 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 	c.closed = true
 	c.paused = false
-	for name := range c.machines {
+	for _, name := range c.names() {
 		c.deliver(name, lockactor.Msg{Kind: lockactor.MsgShutdown, Err: lockactor.ErrClosed})
 	}
 	limit := c.w.now.Add(4 * c.w.cfg.CallTimeout)

@@ -348,9 +348,8 @@ func (w *World) reconnectAll() {
 // resync tells every machine of c that waits on a channel to re-check Redis,
 // as the pub/sub manager does after a reconnect.
 func (w *World) resync(c *Client) {
-	for name, m := range c.machines {
-		if m.subscribed {
-			name := name
+	for _, name := range c.names() {
+		if c.machines[name].subscribed {
 			w.at(w.now.Add(w.delay()), c, func() {
 				c.deliver(name, lockactor.Msg{Kind: lockactor.MsgResync})
 			})

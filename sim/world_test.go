@@ -74,6 +74,7 @@ func TestSameSeedSameRun(t *testing.T) {
 			var locks []*holdfast.Lock
 			for _, c := range clients {
 				locks = append(locks, c.Lock(context.Background(), "x", holdfast.WithLease(700*time.Millisecond)))
+				locks = append(locks, c.Lock(context.Background(), "y"), c.Lock(context.Background(), "z"))
 			}
 			w.Advance(3 * time.Second)
 			if round == 2 {
@@ -83,6 +84,16 @@ func TestSameSeedSameRun(t *testing.T) {
 				l.Release(context.Background())
 			}
 			w.Advance(100 * time.Millisecond)
+		}
+		for _, c := range clients {
+			c.Lock(context.Background(), "y")
+			c.Lock(context.Background(), "z")
+		}
+		w.Advance(time.Second)
+		w.Failover() // resyncs every waiting machine
+		w.Advance(time.Second)
+		for _, c := range clients {
+			c.Close() // shuts every machine down
 		}
 		return w.History()
 	}

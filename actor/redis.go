@@ -53,27 +53,7 @@ func (r *Rueidis) Acquire(ctx context.Context, name, field string, lease time.Du
 	if err != nil {
 		return lockactor.AcquireResult{}, err
 	}
-	return DecodeAcquire(vals)
-}
-
-// DecodeAcquire decodes the acquire script's integer array reply.
-func DecodeAcquire(vals []int64) (lockactor.AcquireResult, error) {
-	if len(vals) < 2 {
-		return lockactor.AcquireResult{}, errors.New("holdfast: malformed acquire reply")
-	}
-	res := lockactor.AcquireResult{Code: vals[0]}
-	switch vals[0] {
-	case scripts.AcquireGranted:
-		if len(vals) < 3 {
-			return res, errors.New("holdfast: malformed acquire reply")
-		}
-		res.Count, res.Token = vals[1], uint64(vals[2])
-	case scripts.AcquireHeld:
-		res.PTTL = time.Duration(vals[1]) * time.Millisecond
-	default:
-		res.Count = vals[1]
-	}
-	return res, nil
+	return lockactor.DecodeAcquire(vals)
 }
 
 // Release implements Redis.

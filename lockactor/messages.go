@@ -2,8 +2,11 @@ package lockactor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // ReqID names one Lock call (a request) within a Machine.
@@ -108,6 +111,28 @@ type AcquireResult struct {
 	Token uint64 // fencing token, when granted
 	PTTL  time.Duration
 }
+
+// DecodeAcquire decodes the acquire script's integer array reply.
+func DecodeAcquire(vals []int64) (AcquireResult, error) {
+	if len(vals) < 2 {
+		return AcquireResult{}, errMalformedAcquire
+	}
+	res := AcquireResult{Code: vals[0]}
+	switch vals[0] {
+	case scripts.AcquireGranted:
+		if len(vals) < 3 {
+			return res, errMalformedAcquire
+		}
+		res.Count, res.Token = vals[1], uint64(vals[2])
+	case scripts.AcquireHeld:
+		res.PTTL = time.Duration(vals[1]) * time.Millisecond
+	default:
+		res.Count = vals[1]
+	}
+	return res, nil
+}
+
+var errMalformedAcquire = errors.New("holdfast: malformed acquire reply")
 
 // Msg is one input of Step. Only the fields its Kind names are meaningful.
 type Msg struct {

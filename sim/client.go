@@ -332,22 +332,11 @@ func (r Reply) errOrNil() error {
 }
 
 func decodeAcquire(r Reply) (lockactor.AcquireResult, error) {
-	if r.Kind != ReplyArray || len(r.Array) < 2 {
-		return lockactor.AcquireResult{}, fmt.Errorf("sim: malformed acquire reply %v", r)
+	vals := make([]int64, len(r.Array))
+	for i, x := range r.Array {
+		vals[i] = x.Int
 	}
-	res := lockactor.AcquireResult{Code: r.Array[0].Int}
-	switch res.Code {
-	case scripts.AcquireGranted:
-		if len(r.Array) < 3 {
-			return res, fmt.Errorf("sim: malformed acquire reply %v", r)
-		}
-		res.Count, res.Token = r.Array[1].Int, uint64(r.Array[2].Int)
-	case scripts.AcquireHeld:
-		res.PTTL = time.Duration(r.Array[1].Int) * time.Millisecond
-	default:
-		res.Count = r.Array[1].Int
-	}
-	return res, nil
+	return lockactor.DecodeAcquire(vals)
 }
 
 func millis(d time.Duration) string {

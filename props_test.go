@@ -34,11 +34,12 @@ type tracked struct {
 }
 
 type propWorld struct {
-	w        *sim.World
-	clients  []*holdfast.Client
-	paused   []bool
-	locks    []*tracked
-	rollback time.Time // first data roll-back (exclusion is promised before it only)
+	w            *sim.World
+	clients      []*holdfast.Client
+	paused       []bool
+	locks        []*tracked
+	rollback     time.Time // first data roll-back (exclusion is promised before it only)
+	lastRollback time.Time
 	// stolen: when each name's key was first deleted behind its holder's back.
 	stolen map[string]time.Time
 }
@@ -192,8 +193,11 @@ func (p *propWorld) restart(t *rapid.T) {
 }
 
 func (p *propWorld) noteRollback(before int) {
-	if p.w.Generation() != before && p.rollback.IsZero() {
-		p.rollback = p.w.Now()
+	if p.w.Generation() != before {
+		if p.rollback.IsZero() {
+			p.rollback = p.w.Now()
+		}
+		p.lastRollback = p.w.Now()
 	}
 }
 
@@ -311,7 +315,7 @@ func (p *propWorld) check(t *rapid.T) {
 		// (replies in flight at the deletion aside, and unless a data
 		// roll-back since brought the key back).
 		if s, ok := p.stolen[e.Name]; ok && e.Kind == sim.Renewed && acquiredAt[key].Before(s) &&
-			e.At.After(s.Add(2*time.Second)) && (p.rollback.IsZero() || p.rollback.Before(s)) {
+			e.At.After(s.Add(2*time.Second)) && p.lastRollback.Before(s) {
 			t.Fatalf("renewal after theft: %s %s renewed %q at %v, its key deleted at %v",
 				e.Client, e.Field, e.Name, e.At.Sub(sim.Start), s.Sub(sim.Start))
 		}

@@ -159,9 +159,6 @@ func (m *Machine) Idle() bool {
 	return len(m.reqs) == 0 && len(m.owners) == 0 && m.attemptReq == nil && m.sub == subNone
 }
 
-// Pending reports how many requests are live (pending, held or releasing).
-func (m *Machine) Pending() int { return len(m.reqs) }
-
 // Step applies one input at time now and returns the effects to carry out,
 // in order. The returned slice is reused by the next call.
 func (m *Machine) Step(now time.Time, msg Msg) []Effect {

@@ -2,6 +2,7 @@ package scripts_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -49,18 +50,6 @@ func run(t *testing.T, c rueidis.Client, src string, keys []string, args ...stri
 	return []int64{v}
 }
 
-func eq(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 // TestScriptsOnRealRedis walks the scripts through the cases their headers
 // document, on a real server.
 func TestScriptsOnRealRedis(t *testing.T) {
@@ -99,7 +88,7 @@ func TestScriptsOnRealRedis(t *testing.T) {
 			}
 			continue
 		}
-		if !eq(got, s.want) {
+		if !slices.Equal(got, s.want) {
 			t.Fatalf("%s: got %v, want %v", s.desc, got, s.want)
 		}
 	}

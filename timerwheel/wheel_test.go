@@ -1,6 +1,7 @@
 package timerwheel
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -37,18 +38,6 @@ func (r *recorder) got() []int {
 	return append([]int(nil), r.fired...)
 }
 
-func equal(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func TestFiresInOrderNeverEarly(t *testing.T) {
 	w, _, t0 := newWheel(8)
 	var r recorder
@@ -74,7 +63,7 @@ func TestFiresInOrderNeverEarly(t *testing.T) {
 	}
 	for _, c := range cases {
 		w.Advance(t0.Add(c.at))
-		if got := r.got(); !equal(got, c.want) {
+		if got := r.got(); !slices.Equal(got, c.want) {
 			t.Fatalf("at %v fired %v, want %v", c.at, got, c.want)
 		}
 	}
@@ -125,7 +114,7 @@ func TestPastDeadlineFiresOnNextAdvance(t *testing.T) {
 		t.Fatal("fired in a tick already processed")
 	}
 	w.Advance(t0.Add(time.Second + tick))
-	if got := r.got(); !equal(got, []int{1, 2}) {
+	if got := r.got(); !slices.Equal(got, []int{1, 2}) {
 		t.Fatalf("fired %v", got)
 	}
 }
@@ -142,7 +131,7 @@ func TestStop(t *testing.T) {
 		t.Fatal("second Stop returned true")
 	}
 	w.Advance(t0.Add(time.Second))
-	if got := r.got(); !equal(got, []int{2}) {
+	if got := r.got(); !slices.Equal(got, []int{2}) {
 		t.Fatalf("fired %v, want only the one not stopped", got)
 	}
 	if b.Stop() {
@@ -153,7 +142,7 @@ func TestStop(t *testing.T) {
 	b.Stop()
 	a.Stop()
 	w.Advance(t0.Add(3 * time.Second))
-	if got := r.got(); !equal(got, []int{2, 3}) || c.Stop() {
+	if got := r.got(); !slices.Equal(got, []int{2, 3}) || c.Stop() {
 		t.Fatalf("fired %v", got)
 	}
 }

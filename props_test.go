@@ -222,6 +222,7 @@ type hold struct {
 	token               uint64
 	gen                 int
 	releasing           bool
+	granted             time.Time // when the grant ran in Redis
 }
 
 // holds rebuilds every grant's interval from the history: from Acquired to
@@ -234,7 +235,8 @@ func holds(w *sim.World) []hold {
 	for _, e := range w.History() {
 		switch e.Kind {
 		case sim.Acquired:
-			open[key(e)] = &hold{client: e.Client, field: e.Field, name: e.Name, req: e.Req, from: e.At, to: e.DeadlineAt, token: e.Token, gen: e.Generation}
+			open[key(e)] = &hold{client: e.Client, field: e.Field, name: e.Name, req: e.Req, from: e.At, to: e.DeadlineAt,
+				token: e.Token, gen: e.Generation, granted: e.GrantedAt}
 		case sim.Renewed:
 			if h := open[key(e)]; h != nil && e.DeadlineAt.After(h.to) && !h.releasing {
 				h.to = e.DeadlineAt
@@ -320,10 +322,12 @@ func (p *propWorld) check(t *rapid.T) {
 				e.Client, e.Field, e.Name, e.At.Sub(sim.Start), s.Sub(sim.Start))
 		}
 	}
-	// Fencing: each new owner's token is above the previous owner's, within
-	// one data generation.
+	// Fencing: each new owner's token is above the previous owner's, in
+	// the order the grants ran in Redis, within one data generation.
+	byGrant := append([]hold(nil), hs...)
+	sort.SliceStable(byGrant, func(i, j int) bool { return byGrant[i].granted.Before(byGrant[j].granted) })
 	last := map[string]hold{}
-	for _, h := range hs {
+	for _, h := range byGrant {
 		prev, ok := last[h.name]
 		if ok && prev.gen == h.gen && (prev.client != h.client || prev.field != h.field) && h.token <= prev.token {
 			t.Fatalf("fencing: %s got token %d on %q after %s had %d", h.client, h.token, h.name, prev.client, prev.token)

@@ -41,6 +41,7 @@ type Client struct {
 	// was made in, not the one its reply arrives in.
 	execGen    int
 	execExpiry time.Time
+	execAt     time.Time
 }
 
 // machine is one lock name's state machine in one client, with what the
@@ -280,7 +281,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffAcquired:
 		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
-			Generation: c.generation()})
+			GrantedAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.Acquired(e.Token, e.At)
 		}

@@ -408,7 +408,7 @@ func (w *World) send(c *Client, src string, keys, args []string, reply func(Repl
 			return
 		}
 		r := n.Eval(src, keys, args)
-		gen, expires := w.generation, n.expiry(keys[0])
+		gen, expires, ranAt := w.generation, n.expiry(keys[0]), w.now
 		w.replicate()
 		if c.partitioned || w.lose() {
 			return
@@ -421,9 +421,9 @@ func (w *World) send(c *Client, src string, keys, args []string, reply func(Repl
 					fault = lockactor.Permanent
 				}
 			}
-			c.execGen, c.execExpiry = gen, expires
+			c.execGen, c.execExpiry, c.execAt = gen, expires, ranAt
 			finish(r, fault)
-			c.execGen, c.execExpiry = -1, time.Time{}
+			c.execGen, c.execExpiry, c.execAt = -1, time.Time{}, time.Time{}
 		})
 	})
 }
@@ -498,6 +498,9 @@ type Event struct {
 	Deadline time.Time // the holder's validity deadline, on its own clock
 	// DeadlineAt is Deadline in World time (they differ for a drifting clock).
 	DeadlineAt time.Time
+	// GrantedAt is when the script that made this grant ran in Redis:
+	// replies race, so grants are ordered by it, not by At.
+	GrantedAt time.Time
 	// ExpiresAt is when Redis would expire the lock key, as the call whose
 	// reply made this grant or renewal left it (zero when unknown).
 	ExpiresAt  time.Time

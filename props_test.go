@@ -151,10 +151,12 @@ func (p *propWorld) cancel(t *rapid.T) {
 		t.Skip("already cancelled")
 	}
 	tr.cancelled = true
-	tr.cancel()
 	// The cancellation arrives from context.AfterFunc's goroutine: wait for
-	// it to reach the World so that the run stays deterministic.
-	for p.w.Inbox() == 0 {
+	// it to reach the World's inbox (which only this goroutine drains), so
+	// that the run stays deterministic.
+	before := p.w.Inbox()
+	tr.cancel()
+	for p.w.Inbox() == before {
 		runtime.Gosched()
 	}
 }

@@ -202,8 +202,9 @@ func TestConcurrentScheduleStopAdvance(t *testing.T) {
 			}
 		}()
 	}
-	done := make(chan struct{})
+	done, advancerDone := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(advancerDone)
 		for step := 0; ; step++ {
 			select {
 			case <-done:
@@ -215,6 +216,7 @@ func TestConcurrentScheduleStopAdvance(t *testing.T) {
 	}()
 	wg.Wait()
 	close(done)
+	<-advancerDone // its last Advance may still be firing what it collected
 	w.Advance(t0.Add(time.Hour))
 	if fired.Load()+stopped.Load() != workers*each {
 		t.Fatalf("fired %d + stopped %d != %d scheduled", fired.Load(), stopped.Load(), workers*each)

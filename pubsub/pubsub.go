@@ -1,23 +1,50 @@
-// Package pubsub keeps one subscription per channel per holdfast Client,
-// reference-counted, on one dedicated Redis connection. Lock actors listen on
-// their lock's channel to be woken when the lock is released, instead of
-// polling.
+// Package pubsub keeps one Redis subscription per channel per process,
+// reference-counted, on one dedicated connection. Lock actors listen on their
+// lock's channel to be woken when the lock is released, instead of polling.
+//
+// The first listener of a channel makes the Manager SUBSCRIBE, the last one
+// to leave makes it UNSUBSCRIBE; listeners in between share the subscription.
+// When the connection breaks, the Manager reconnects with a backoff on the
+// injected clock, resubscribes every channel that still has listeners and,
+// once Redis confirms, tells their listeners Resync: messages published
+// during the gap are gone, so they must re-check Redis.
 //
 // # Concurrency
 //
-// A Manager owns one goroutine, which keeps the dedicated connection: it
-// connects, sends SUBSCRIBE and UNSUBSCRIBE as listeners come and go, and on
-// a broken connection reconnects with a backoff on the injected clock,
-// resubscribes every channel that still has listeners and tells their
-// listeners to re-check Redis (Resync), because messages published during
-// the gap are gone. Listener functions are called from rueidis's hook
-// goroutine or the Manager's goroutine; calls for one listener never
-// overlap, and once its unsubscribe function has returned it is never
-// called again. They must not block.
+// New starts two goroutines, both owned by the Manager and both ended and
+// waited for by Close:
 //
-// Standalone Redis and Sentinel use SUBSCRIBE. On a cluster the seam is
-// subscribeCmd/unsubscribeCmd: sharded pub/sub (SSUBSCRIBE) needs one
-// dedicated connection per shard, which this package does not do yet.
+//   - the connection goroutine dials the dedicated connection, sends
+//     SUBSCRIBE and UNSUBSCRIBE as listeners come and go, and reconnects;
+//   - the dispatcher, the only goroutine that calls listener functions.
+//
+// rueidis reads the dedicated connection on goroutines of its own and calls
+// the Manager's hooks there; the hooks only record events under the mutex,
+// so user code never runs on, or stalls, the connection. Those rueidis
+// goroutines belong to the dedicated connection and end when Close closes it.
+//
+// For each listener:
+//
+//   - calls of its function never overlap;
+//   - the first call is Subscribed, after Redis confirmed the subscription;
+//   - once its unsubscribe function has returned, it is never called again.
+//     An unsubscribe that races with a call in progress waits for that call
+//     to return, so a listener function must not call its own unsubscribe,
+//     nor Close: either would deadlock. Post to a mailbox instead.
+//
+// Events are hints and merge: events of one kind that are pending for a
+// listener are delivered once (a burst of messages may arrive as one
+// Message), the way a 1-buffered notification channel merges signals.
+//
+// # Cluster
+//
+// Standalone Redis and Sentinel use plain SUBSCRIBE on one connection. On a
+// cluster plain SUBSCRIBE still works, because PUBLISH is broadcast to every
+// node, which is what the release scripts use today. Sharded pub/sub
+// (SSUBSCRIBE, with SPUBLISH in the scripts) needs one dedicated connection
+// per shard; the seams are the protocol type (command and confirmation
+// kinds) and the connection goroutine in conn.go, which would become one per
+// shard, keyed by the channel's slot.
 package pubsub
 
 import (
@@ -34,60 +61,98 @@ import (
 type Event int
 
 const (
-	// Subscribed: Redis confirmed the subscription; messages from now on
-	// will be delivered. Sent once to each listener.
+	// Subscribed: Redis confirmed the subscription. Every message published
+	// from now on, while the connection lasts, is delivered; anything
+	// published before may have been missed, so check Redis now. It is the
+	// first event of every listener and is sent once.
 	Subscribed Event = iota
 	// Message: a message arrived on the channel.
 	Message
-	// Resync: the connection was lost and is back, the channel resubscribed;
-	// messages may have been missed, so re-check Redis now.
+	// Resync: the connection was lost and re-established and the channel
+	// resubscribed: messages may have been missed, so re-check Redis now.
 	Resync
 )
 
-// Config configures a Manager.
-type Config struct {
-	Redis  rueidis.Client
-	Clock  clock.Clock  // for the reconnect backoff; default clock.New()
-	Logger *slog.Logger // default: discard
+func (e Event) String() string {
+	switch e {
+	case Subscribed:
+		return "Subscribed"
+	case Message:
+		return "Message"
+	case Resync:
+		return "Resync"
+	}
+	return "Event(?)"
 }
 
+// Config configures a Manager.
+type Config struct {
+	// Redis is the client the dedicated connection is taken from
+	// (Dedicate). Required.
+	Redis rueidis.Client
+	// Clock drives the reconnect backoff. Default: the real clock.
+	Clock clock.Clock
+	// Logger receives connection losses and reconnects. Default: discard.
+	Logger *slog.Logger
+}
+
+// Reconnect backoff: the first retry after a loss waits minBackoff, each
+// failed attempt doubles it up to maxBackoff, a working connection resets it.
 const (
 	minBackoff = 10 * time.Millisecond
 	maxBackoff = time.Second
 )
 
 // Manager multiplexes channel subscriptions over one dedicated connection.
+// Create it with New; it is safe for concurrent use.
 type Manager struct {
-	cfg  Config
-	kick chan struct{} // wakes the goroutine: the wanted set changed
-	quit chan struct{}
-	// ctx bounds the goroutine's commands; Close cancels it.
+	cfg   Config
+	proto protocol
+
+	kick  chan struct{} // 1-buffered: the wanted set changed (connection goroutine)
+	ready chan struct{} // 1-buffered: events are queued (dispatcher)
+	quit  chan struct{} // closed by Close
+	// ctx bounds the commands of the connection goroutine; Close cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	wg     sync.WaitGroup // the Manager's goroutines
 
-	mu       sync.Mutex // guards the fields below
+	mu sync.Mutex // guards the fields below and the *Locked fields of channel and listener
+	// channels holds every channel with listeners or with a subscription
+	// on the current connection that is not yet undone.
 	channels map[string]*channel
-	// subscribed: channels Redis confirmed on the current connection.
-	subscribed map[string]struct{}
-	closed     bool
+	// dirty names the channels whose wanted state may differ from what was
+	// last sent on the connection.
+	dirty map[string]struct{}
+	// epoch numbers connections; hooks of an older one are ignored.
+	epoch     uint64
+	connected bool
+	queue     []*listener // listeners with pending events, in order
+	closed    bool
 }
 
+// channel is one Redis channel: its listeners and its state on the current
+// connection. All fields are guarded by Manager.mu.
 type channel struct {
+	name      string
 	listeners map[*listener]struct{}
-	sent      bool // SUBSCRIBE sent on the current connection
-	confirmed bool // Redis confirmed it on the current connection
+	// sent: the last command sent for it on this connection was SUBSCRIBE,
+	// so Redis is, or will be, subscribed.
+	sent bool
+	// inflight counts SUBSCRIBE and UNSUBSCRIBE sent and not yet confirmed.
+	// Redis answers in order, so when it drops to zero the server's state
+	// is the one sent last.
+	inflight int
+	// confirmed: sent, and Redis confirmed it with nothing in flight.
+	confirmed bool
 }
 
-type listener struct {
-	fn        func(Event)
-	mu        sync.Mutex // serialises calls of fn and guards removed, confirmed
-	removed   bool
-	confirmed bool // has been told Subscribed
-}
-
-// New returns a Manager and starts its goroutine.
+// New returns a Manager and starts its goroutines. It dials nothing until
+// the first Subscribe.
 func New(cfg Config) *Manager {
+	if cfg.Redis == nil {
+		panic("pubsub: Config.Redis is nil")
+	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New()
 	}
@@ -96,251 +161,126 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		ctx:        ctx,
-		cancel:     cancel,
-		cfg:        cfg,
-		kick:       make(chan struct{}, 1),
-		quit:       make(chan struct{}),
-		done:       make(chan struct{}),
-		channels:   make(map[string]*channel),
-		subscribed: make(map[string]struct{}),
+		cfg:      cfg,
+		proto:    protocolFor(cfg.Redis.Mode()),
+		kick:     make(chan struct{}, 1),
+		ready:    make(chan struct{}, 1),
+		quit:     make(chan struct{}),
+		ctx:      ctx,
+		cancel:   cancel,
+		channels: make(map[string]*channel),
+		dirty:    make(map[string]struct{}),
 	}
+	m.wg.Add(2)
 	go m.run()
+	go m.dispatch()
 	return m
 }
 
-// Subscribe adds fn as a listener of ch and returns the function that
-// removes it (idempotent). The first listener of a channel makes the
-// Manager SUBSCRIBE; the last removal makes it UNSUBSCRIBE.
-func (m *Manager) Subscribe(ch string, fn func(Event)) (unsubscribe func()) {
-	l := &listener{fn: fn}
+// Subscribe adds fn as a listener of channel and returns the function that
+// removes it. The first listener of a channel makes the Manager SUBSCRIBE,
+// the last removal makes it UNSUBSCRIBE. fn is first called with Subscribed
+// once Redis has confirmed the subscription (soon, if it already had), then
+// with Message and Resync; see the package doc for the guarantees. fn is
+// called from the Manager's dispatcher goroutine and must not block.
+//
+// The returned function is idempotent and safe to call from any goroutine
+// except from inside fn itself. Once it returns, fn is never called again.
+// After Close, Subscribe does nothing and returns a no-op.
+func (m *Manager) Subscribe(channelName string, fn func(Event)) (unsubscribe func()) {
+	if fn == nil {
+		panic("pubsub: Subscribe with a nil listener")
+	}
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if m.closed {
-		m.mu.Unlock()
 		return func() {}
 	}
-	c := m.channels[ch]
+	c := m.channels[channelName]
 	if c == nil {
-		c = &channel{listeners: make(map[*listener]struct{})}
-		m.channels[ch] = c
+		c = &channel{name: channelName, listeners: make(map[*listener]struct{})}
+		m.channels[channelName] = c
 	}
+	l := &listener{fn: fn, ch: c}
 	c.listeners[l] = struct{}{}
-	confirmed := c.confirmed
-	m.mu.Unlock()
-	if confirmed {
-		l.tell(Subscribed)
-	} else {
-		m.wake()
+	if len(c.listeners) == 1 {
+		m.markDirtyLocked(c)
 	}
-	return func() { m.remove(ch, l) }
+	if c.confirmed {
+		l.toldLocked = true
+		m.postLocked(l, Subscribed)
+	}
+	return func() { m.unsubscribe(l) }
 }
 
-func (m *Manager) remove(ch string, l *listener) {
+func (m *Manager) unsubscribe(l *listener) {
+	// Marking the listener removed under its own mutex is what makes the
+	// guarantee: the dispatcher checks the mark under that mutex before
+	// every call, and a call in progress holds it.
 	l.mu.Lock()
-	l.removed = true
-	l.mu.Unlock()
-	m.mu.Lock()
-	if c := m.channels[ch]; c != nil {
-		delete(c.listeners, l)
-		if len(c.listeners) == 0 {
-			delete(m.channels, ch)
-			if c.sent {
-				m.mu.Unlock()
-				m.wake()
-				return
-			}
-		}
-	}
-	m.mu.Unlock()
-}
-
-// tell calls the listener's function unless it was removed.
-func (l *listener) tell(ev Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.removed {
+		l.mu.Unlock()
 		return
 	}
-	if ev == Subscribed || ev == Resync {
-		if l.confirmed {
-			ev = Resync
-		} else {
-			ev = Subscribed
-		}
-		l.confirmed = true
+	l.removed = true
+	l.mu.Unlock()
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c := l.ch
+	if _, ok := c.listeners[l]; !ok || m.channels[c.name] != c {
+		return // Close dropped it
 	}
-	l.fn(ev)
+	delete(c.listeners, l)
+	if len(c.listeners) > 0 {
+		return
+	}
+	if !c.sent && c.inflight == 0 {
+		delete(m.channels, c.name) // nothing on the server to undo
+		return
+	}
+	m.markDirtyLocked(c)
 }
 
-func (m *Manager) wake() {
+// markDirtyLocked records that c's wanted state changed and wakes the
+// connection goroutine.
+func (m *Manager) markDirtyLocked(c *channel) {
+	m.dirty[c.name] = struct{}{}
 	select {
 	case m.kick <- struct{}{}:
 	default:
 	}
 }
 
-// Channels reports how many channels have listeners.
+// Channels reports how many channels have listeners or are still subscribed
+// on the server (an UNSUBSCRIBE not yet confirmed). It drops to zero once
+// every listener has unsubscribed and Redis has confirmed the UNSUBSCRIBEs,
+// or the connection is gone. It is meant for leak checks.
 func (m *Manager) Channels() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.channels)
 }
 
-// Close unsubscribes everything, closes the dedicated connection, and stops
-// and waits for the Manager's goroutine. Listeners are not called after
-// Close returns.
+// Close drops every listener, closes the dedicated connection (which ends
+// every subscription on the server) and stops and waits for the Manager's
+// goroutines. No listener function is called after Close returns. Close is
+// idempotent; a dial in progress delays it by up to the client's dial
+// timeout, a silent server by about a second (rueidis closing the pipe).
 func (m *Manager) Close() {
 	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		<-m.done
-		return
+	if !m.closed {
+		m.closed = true
+		close(m.quit)
+		m.cancel()
 	}
-	m.closed = true
-	for _, c := range m.channels {
-		for l := range c.listeners {
-			l.mu.Lock()
-			l.removed = true
-			l.mu.Unlock()
-		}
-	}
-	m.channels = make(map[string]*channel)
 	m.mu.Unlock()
-	close(m.quit)
-	m.cancel()
-	<-m.done
-}
+	m.wg.Wait()
 
-// run keeps the dedicated connection until Close.
-func (m *Manager) run() {
-	defer close(m.done)
-	backoff := minBackoff
-	for {
-		dc, release := m.cfg.Redis.Dedicate()
-		broken := dc.SetPubSubHooks(rueidis.PubSubHooks{
-			OnMessage:      m.onMessage,
-			OnSubscription: m.onSubscription,
-		})
-		ok := m.serve(dc, broken)
-		dc.SetPubSubHooks(rueidis.PubSubHooks{})
-		release()
-		dc.Close()
-		if !ok {
-			return
-		}
-		m.cfg.Logger.Warn("holdfast: pub/sub connection lost; reconnecting", "backoff", backoff)
-		select {
-		case <-m.quit:
-			return
-		case <-m.cfg.Clock.After(backoff):
-		}
-		backoff = min(2*backoff, maxBackoff)
-	}
-}
-
-// serve runs one connection until it breaks (true) or Close (false).
-func (m *Manager) serve(dc rueidis.DedicatedClient, broken <-chan error) bool {
 	m.mu.Lock()
-	for _, c := range m.channels {
-		c.sent, c.confirmed = false, false
-	}
-	clear(m.subscribed)
-	m.mu.Unlock()
-	for {
-		if !m.sync(dc) {
-			// A failed command means a broken connection; its channel says so.
-			select {
-			case <-broken:
-				return true
-			case <-m.quit:
-				return false
-			}
-		}
-		select {
-		case <-m.kick:
-		case err := <-broken:
-			m.cfg.Logger.Debug("holdfast: pub/sub connection ended", "err", err)
-			return true
-		case <-m.quit:
-			return false
-		}
-	}
-}
-
-// sync sends SUBSCRIBE for wanted channels not yet sent and UNSUBSCRIBE for
-// sent channels no longer wanted.
-func (m *Manager) sync(dc rueidis.DedicatedClient) bool {
-	m.mu.Lock()
-	var subs []string
-	for name, c := range m.channels {
-		if !c.sent {
-			c.sent = true
-			subs = append(subs, name)
-		}
-	}
-	m.mu.Unlock()
-	ctx := m.ctx
-	if len(subs) > 0 {
-		if err := dc.Do(ctx, dc.B().Subscribe().Channel(subs...).Build()).Error(); err != nil {
-			m.cfg.Logger.Debug("holdfast: SUBSCRIBE failed", "err", err)
-			return false
-		}
-	}
-	// Unsubscribe what lost its last listener: the channels Redis confirmed
-	// that are no longer wanted are tracked on the connection side.
-	m.mu.Lock()
-	var unsubs []string
-	for name := range m.subscribed {
-		if _, wanted := m.channels[name]; !wanted {
-			unsubs = append(unsubs, name)
-			delete(m.subscribed, name)
-		}
-	}
-	m.mu.Unlock()
-	if len(unsubs) > 0 {
-		if err := dc.Do(ctx, dc.B().Unsubscribe().Channel(unsubs...).Build()).Error(); err != nil {
-			return false
-		}
-	}
-	return true
-}
-
-func (m *Manager) onSubscription(s rueidis.PubSubSubscription) {
-	if s.Kind != "subscribe" {
-		return
-	}
-	m.mu.Lock()
-	m.subscribed[s.Channel] = struct{}{}
-	c := m.channels[s.Channel]
-	if c == nil {
-		m.mu.Unlock()
-		m.wake() // confirmed after its last listener left: unsubscribe
-		return
-	}
-	c.confirmed = true
-	ls := make([]*listener, 0, len(c.listeners))
-	for l := range c.listeners {
-		ls = append(ls, l)
-	}
-	m.mu.Unlock()
-	for _, l := range ls {
-		l.tell(Subscribed)
-	}
-}
-
-func (m *Manager) onMessage(msg rueidis.PubSubMessage) {
-	m.mu.Lock()
-	c := m.channels[msg.Channel]
-	if c == nil {
-		m.mu.Unlock()
-		return
-	}
-	ls := make([]*listener, 0, len(c.listeners))
-	for l := range c.listeners {
-		ls = append(ls, l)
-	}
-	m.mu.Unlock()
-	for _, l := range ls {
-		l.tell(Message)
-	}
+	defer m.mu.Unlock()
+	clear(m.channels)
+	clear(m.dirty)
+	clear(m.queue)
+	m.queue = m.queue[:0]
 }

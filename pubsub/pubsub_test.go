@@ -2,10 +2,15 @@ package pubsub_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
+	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
 	"github.com/holdfast/holdfast/internal/redistest"
@@ -14,177 +19,623 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// waitFor bounds every wait: generous, because a slow CI box must not fail
+// a correct build; a broken one fails after it.
 const waitFor = 10 * time.Second
 
-// events collects what one listener is told.
-type events struct {
-	ch chan pubsub.Event
+// recorder collects what one listener is told. Its fn never blocks.
+type recorder struct {
+	ch       chan pubsub.Event
+	overflow atomic.Bool
 }
 
-func newEvents() *events { return &events{ch: make(chan pubsub.Event, 64)} }
+func newRecorder() *recorder { return &recorder{ch: make(chan pubsub.Event, 256)} }
 
-func (e *events) fn(ev pubsub.Event) { e.ch <- ev }
+func (r *recorder) fn(ev pubsub.Event) {
+	select {
+	case r.ch <- ev:
+	default:
+		r.overflow.Store(true)
+	}
+}
 
-func (e *events) expect(t *testing.T, want pubsub.Event) {
+func (r *recorder) expect(t *testing.T, want pubsub.Event) {
 	t.Helper()
 	select {
-	case got := <-e.ch:
+	case got := <-r.ch:
 		if got != want {
 			t.Fatalf("event %v, want %v", got, want)
 		}
 	case <-time.After(waitFor):
-		t.Fatalf("no event %v within %v", want, waitFor)
+		t.Fatalf("no %v within %v", want, waitFor)
+	}
+	if r.overflow.Load() {
+		t.Fatal("recorder overflowed")
 	}
 }
 
-func (e *events) quiet(t *testing.T, d time.Duration) {
+// expectNone checks that nothing is pending. It is exact when called after a
+// marker event that the dispatcher delivered later than anything this
+// listener could have been told (see marker).
+func (r *recorder) expectNone(t *testing.T) {
 	t.Helper()
 	select {
-	case got := <-e.ch:
+	case got := <-r.ch:
 		t.Fatalf("unexpected event %v", got)
-	case <-time.After(d):
+	default:
 	}
 }
 
-func numsub(t *testing.T, srv *redistest.Server, ch string) int64 {
-	t.Helper()
-	arr, _ := srv.Do(t, "PUBSUB", "NUMSUB", ch).ToArray()
+// inspector looks at the server through one client of its own.
+type inspector struct {
+	t   *testing.T
+	srv *redistest.Server
+	c   rueidis.Client
+}
+
+func inspect(t *testing.T, srv *redistest.Server) *inspector {
+	return &inspector{t: t, srv: srv, c: srv.Client(t)}
+}
+
+// do runs one command. It tries again after a connection error, which the
+// client's first command after a server restart gets.
+func (in *inspector) do(args ...string) (res rueidis.RedisResult) {
+	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
+	defer cancel()
+	for range 3 {
+		res = in.c.Do(ctx, in.c.B().Arbitrary(args...).Build())
+		if err := res.NonRedisError(); err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	return res
+}
+
+func (in *inspector) publish(ch string) {
+	in.t.Helper()
+	if err := in.do("PUBLISH", ch, "released").Error(); err != nil {
+		in.t.Fatalf("PUBLISH %s: %v", ch, err)
+	}
+}
+
+func (in *inspector) numsub(ch string) int64 {
+	in.t.Helper()
+	arr, err := in.do("PUBSUB", "NUMSUB", ch).ToArray()
+	if err != nil || len(arr) != 2 {
+		in.t.Fatalf("PUBSUB NUMSUB %s: %v %v", ch, arr, err)
+	}
 	n, _ := arr[1].AsInt64()
 	return n
 }
 
-func publish(t *testing.T, srv *redistest.Server, ch string) {
-	t.Helper()
-	srv.Do(t, "PUBLISH", ch, "released")
+func (in *inspector) channels(pattern string) []string {
+	in.t.Helper()
+	chs, err := in.do("PUBSUB", "CHANNELS", pattern).AsStrSlice()
+	if err != nil {
+		in.t.Fatalf("PUBSUB CHANNELS: %v", err)
+	}
+	return chs
 }
 
-func TestOneSubscriptionManyListeners(t *testing.T) {
-	srv := redistest.Start(t)
+// pubsubClients counts the server's connections in pub/sub mode.
+func (in *inspector) pubsubClients() int {
+	in.t.Helper()
+	list, err := in.do("CLIENT", "LIST", "TYPE", "pubsub").ToString()
+	if err != nil {
+		in.t.Fatalf("CLIENT LIST: %v", err)
+	}
+	return strings.Count(list, "\n") // one line per client
+}
+
+// recv waits for ch to yield, failing after waitFor.
+func recv[T any](t *testing.T, ch <-chan T, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(waitFor):
+		t.Fatalf("no %s within %v", what, waitFor)
+	}
+}
+
+// eventually polls cond until it holds, failing after waitFor.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", waitFor, what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func newManager(t *testing.T, srv *redistest.Server) *pubsub.Manager {
 	m := pubsub.New(pubsub.Config{Redis: srv.Client(t)})
-	defer m.Close()
-	a, b, other := newEvents(), newEvents(), newEvents()
+	t.Cleanup(m.Close)
+	return m
+}
+
+func TestMessagesReachTheChannelsListenersOnly(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	m := newManager(t, srv)
+	a, b, other := newRecorder(), newRecorder(), newRecorder()
 	unA := m.Subscribe("ch:1", a.fn)
 	unB := m.Subscribe("ch:1", b.fn)
-	unO := m.Subscribe("ch:2", other.fn)
+	defer m.Subscribe("ch:2", other.fn)()
 	a.expect(t, pubsub.Subscribed)
 	b.expect(t, pubsub.Subscribed)
 	other.expect(t, pubsub.Subscribed)
-	if n := numsub(t, srv, "ch:1"); n != 1 {
-		t.Fatalf("NUMSUB ch:1 = %d, want one shared subscription", n)
-	}
-	publish(t, srv, "ch:1")
+
+	// The dispatcher delivers in the order Redis sent, so once other has
+	// its ch:2 message, a and b have had everything for ch:1 before it.
+	in.publish("ch:1")
+	in.publish("ch:2")
+	other.expect(t, pubsub.Message)
 	a.expect(t, pubsub.Message)
 	b.expect(t, pubsub.Message)
-	other.quiet(t, 50*time.Millisecond)
+	a.expectNone(t)
+	b.expectNone(t)
+	other.expectNone(t)
 
 	unA()
 	unA() // idempotent
-	publish(t, srv, "ch:1")
+	in.publish("ch:1")
+	in.publish("ch:2")
+	other.expect(t, pubsub.Message)
 	b.expect(t, pubsub.Message)
-	a.quiet(t, 50*time.Millisecond)
+	a.expectNone(t)
+	b.expectNone(t)
 	unB()
-	unO()
-	deadline := time.Now().Add(waitFor)
-	for numsub(t, srv, "ch:1")+numsub(t, srv, "ch:2") > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("channels still subscribed after their last listener left")
-		}
-		time.Sleep(5 * time.Millisecond)
+	if n := in.numsub("ch:2"); n != 1 {
+		t.Fatalf("NUMSUB ch:2 = %d, want 1", n)
 	}
-	if n := m.Channels(); n != 0 {
-		t.Fatalf("Channels() = %d", n)
-	}
-	// A late listener on a confirmed channel is told at once.
-	c := newEvents()
-	un := m.Subscribe("ch:1", c.fn)
-	c.expect(t, pubsub.Subscribed)
-	d := newEvents()
-	defer m.Subscribe("ch:1", d.fn)()
-	d.expect(t, pubsub.Subscribed)
-	un()
 }
 
-func TestNoCallAfterUnsubscribe(t *testing.T) {
+func TestOneServerSubscriptionPerChannel(t *testing.T) {
 	srv := redistest.Start(t)
-	m := pubsub.New(pubsub.Config{Redis: srv.Client(t)})
-	defer m.Close()
-	subscribed := make(chan struct{})
-	var once sync.Once
-	defer m.Subscribe("busy", func(ev pubsub.Event) {
-		once.Do(func() { close(subscribed) }) // must not block: the flood below is large
-	})()
-	<-subscribed
-	stop := make(chan struct{})
+	in := inspect(t, srv)
+	m := newManager(t, srv)
+	// More channels than one SUBSCRIBE carries, and several listeners per
+	// channel subscribing from different goroutines.
+	const nChannels, perChannel = 600, 3
+	name := func(i int) string { return fmt.Sprintf("rc:%d", i) }
+	recs := make([][]*recorder, nChannels)
+	unsubs := make([][]func(), nChannels)
+	for i := range recs {
+		recs[i] = make([]*recorder, perChannel)
+		unsubs[i] = make([]func(), perChannel)
+	}
+	var wg sync.WaitGroup
+	for j := 0; j < perChannel; j++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < nChannels; i++ {
+				r := newRecorder()
+				recs[i][j] = r
+				unsubs[i][j] = m.Subscribe(name(i), r.fn)
+			}
+		}()
+	}
+	wg.Wait()
+	for i := range recs {
+		for _, r := range recs[i] {
+			r.expect(t, pubsub.Subscribed)
+		}
+	}
+	if got := m.Channels(); got != nChannels {
+		t.Fatalf("Channels() = %d, want %d", got, nChannels)
+	}
+	if got := len(in.channels("rc:*")); got != nChannels {
+		t.Fatalf("PUBSUB CHANNELS shows %d channels, want %d", got, nChannels)
+	}
+	for _, i := range []int{0, 1, nChannels / 2, nChannels - 1} {
+		if n := in.numsub(name(i)); n != 1 {
+			t.Fatalf("NUMSUB %s = %d, want one shared subscription", name(i), n)
+		}
+	}
+	if n := in.pubsubClients(); n != 1 {
+		t.Fatalf("%d pub/sub connections, want 1", n)
+	}
+
+	// All but one listener per channel leave: still subscribed, still told.
+	for i := range unsubs {
+		for _, un := range unsubs[i][1:] {
+			un()
+		}
+	}
+	if got := len(in.channels("rc:*")); got != nChannels {
+		t.Fatalf("PUBSUB CHANNELS shows %d channels with a listener left, want %d", got, nChannels)
+	}
+	in.publish(name(7))
+	recs[7][0].expect(t, pubsub.Message)
+
+	// The last ones leave concurrently.
+	for j := 0; j < 4; j++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := j; i < nChannels; i += 4 {
+				unsubs[i][0]()
+			}
+		}()
+	}
+	wg.Wait()
+	// Channels() reaches zero only once Redis confirmed every UNSUBSCRIBE.
+	eventually(t, "Channels() == 0", func() bool { return m.Channels() == 0 })
+	if got := in.channels("rc:*"); len(got) != 0 {
+		t.Fatalf("PUBSUB CHANNELS after every listener left: %d left, e.g. %v", len(got), got[0])
+	}
+	if n := in.numsub(name(0)); n != 0 {
+		t.Fatalf("NUMSUB %s = %d after its listeners left", name(0), n)
+	}
+}
+
+func TestLateListenerIsToldSubscribedAndMessages(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	m := newManager(t, srv)
+	first := newRecorder()
+	defer m.Subscribe("late", first.fn)()
+	first.expect(t, pubsub.Subscribed)
+
+	late := newRecorder()
+	defer m.Subscribe("late", late.fn)()
+	late.expect(t, pubsub.Subscribed) // not Resync: it is new
+	in.publish("late")
+	late.expect(t, pubsub.Message)
+	first.expect(t, pubsub.Message)
+}
+
+// TestFirstEventIsSubscribed adds listeners while messages flood the
+// channel: each must be told Subscribed before any Message.
+func TestFirstEventIsSubscribed(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv)
+	stop := flood(t, srv, "flood")
+	defer stop()
+	for i := 0; i < 100; i++ {
+		var first atomic.Int32
+		first.Store(-1)
+		got := make(chan struct{})
+		un := m.Subscribe("flood", func(ev pubsub.Event) {
+			if first.CompareAndSwap(-1, int32(ev)) {
+				close(got)
+			}
+		})
+		select {
+		case <-got:
+		case <-time.After(waitFor):
+			t.Fatal("no event")
+		}
+		un()
+		if ev := pubsub.Event(first.Load()); ev != pubsub.Subscribed {
+			t.Fatalf("listener %d: first event %v, want Subscribed", i, ev)
+		}
+	}
+}
+
+// flood publishes on ch as fast as it can until stop is called.
+func flood(t *testing.T, srv *redistest.Server, ch string) (stop func()) {
+	c := srv.Client(t)
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		c := srv.Client(t)
 		for {
 			select {
-			case <-stop:
+			case <-done:
 				return
 			default:
-				c.Do(context.Background(), c.B().Publish().Channel("busy").Message("x").Build())
+				c.Do(context.Background(), c.B().Publish().Channel(ch).Message("x").Build())
 			}
 		}
 	}()
-	for i := 0; i < 200; i++ {
-		var mu sync.Mutex
-		gone := false
+	var once sync.Once
+	return func() { once.Do(func() { close(done); wg.Wait() }) }
+}
+
+func TestNoCallAfterUnsubscribe(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv)
+	// One long-lived listener keeps the channel subscribed, so that some
+	// of the listeners below join a confirmed channel and some do not.
+	keep := make(chan struct{})
+	var keepOnce sync.Once
+	defer m.Subscribe("busy", func(pubsub.Event) { keepOnce.Do(func() { close(keep) }) })()
+	stop := flood(t, srv, "busy")
+	defer stop()
+
+	var violations atomic.Int32
+	for i := 0; i < 300; i++ {
+		var gone atomic.Bool
+		told := make(chan struct{}, 1)
 		un := m.Subscribe("busy", func(pubsub.Event) {
-			mu.Lock()
-			defer mu.Unlock()
-			if gone {
-				t.Error("listener called after its unsubscribe returned")
+			if gone.Load() {
+				violations.Add(1)
+			}
+			select {
+			case told <- struct{}{}:
+			default:
 			}
 		})
-		time.Sleep(100 * time.Microsecond)
+		if i%2 == 0 {
+			recv(t, told, "an event") // unsubscribe while calls are flowing
+		}
 		un()
-		mu.Lock()
-		gone = true
-		mu.Unlock()
+		gone.Store(true)
+		if i == 150 {
+			recv(t, keep, "the long-lived listener's first event")
+		}
 	}
-	close(stop)
-	wg.Wait()
+	// Give the flood time to reach every removed listener if the guarantee
+	// were broken: wait for a fresh listener to see several messages.
+	probe := make(chan struct{}, 1000)
+	defer m.Subscribe("busy", func(pubsub.Event) {
+		select {
+		case probe <- struct{}{}:
+		default:
+		}
+	})()
+	for i := 0; i < 50; i++ {
+		select {
+		case <-probe:
+		case <-time.After(waitFor):
+			t.Fatal("probe listener starved")
+		}
+	}
+	if n := violations.Load(); n > 0 {
+		t.Fatalf("listeners called %d times after their unsubscribe returned", n)
+	}
+}
+
+// TestUnsubscribeWaitsForARunningCall: an unsubscribe that races with a
+// call in progress returns only after that call.
+func TestUnsubscribeWaitsForARunningCall(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	m := newManager(t, srv)
+	entered, gate := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	un := m.Subscribe("slow", func(ev pubsub.Event) {
+		if calls.Add(1) == 2 { // the first Message
+			close(entered)
+			<-gate
+		}
+	})
+	eventually(t, "Subscribed", func() bool { return calls.Load() == 1 })
+	in.publish("slow")
+	recv(t, entered, "the first Message")
+	returned := make(chan struct{})
+	go func() { un(); close(returned) }()
+	select {
+	case <-returned:
+		t.Fatal("unsubscribe returned while the listener was running")
+	case <-time.After(100 * time.Millisecond):
+	}
+	close(gate)
+	select {
+	case <-returned:
+	case <-time.After(waitFor):
+		t.Fatal("unsubscribe did not return after the listener did")
+	}
+	in.publish("slow")
+	eventually(t, "channel dropped", func() bool { return m.Channels() == 0 })
+	if n := calls.Load(); n != 2 {
+		t.Fatalf("%d calls, want 2", n)
+	}
+}
+
+// TestResubscribeQuickly: subscribe, unsubscribe, subscribe again in quick
+// succession (before and after confirmation) must end subscribed.
+func TestResubscribeQuickly(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	m := newManager(t, srv)
+	for i := 0; i < 50; i++ {
+		m.Subscribe("again", func(pubsub.Event) {})()
+	}
+	r := newRecorder()
+	un := m.Subscribe("again", r.fn)
+	r.expect(t, pubsub.Subscribed)
+	if n := in.numsub("again"); n != 1 {
+		t.Fatalf("NUMSUB = %d, want 1", n)
+	}
+	in.publish("again")
+	r.expect(t, pubsub.Message)
+
+	// Now with a confirmed channel: the UNSUBSCRIBE is on its way when the
+	// next listener arrives.
+	for i := 0; i < 20; i++ {
+		un()
+		r = newRecorder()
+		un = m.Subscribe("again", r.fn)
+		r.expect(t, pubsub.Subscribed)
+		if n := in.numsub("again"); n != 1 {
+			t.Fatalf("round %d: NUMSUB = %d, want 1", i, n)
+		}
+		in.publish("again")
+		r.expect(t, pubsub.Message)
+		r.expectNone(t)
+	}
+	un()
+	eventually(t, "Channels() == 0", func() bool { return m.Channels() == 0 })
+	if n := in.numsub("again"); n != 0 {
+		t.Fatalf("NUMSUB = %d after the last listener left", n)
+	}
 }
 
 func TestResyncAfterRestart(t *testing.T) {
 	srv := redistest.Start(t)
-	m := pubsub.New(pubsub.Config{Redis: srv.Client(t)})
-	defer m.Close()
-	e := newEvents()
-	defer m.Subscribe("lock:ch", e.fn)()
-	e.expect(t, pubsub.Subscribed)
+	in := inspect(t, srv)
+	m := newManager(t, srv)
+	a, b := newRecorder(), newRecorder()
+	defer m.Subscribe("lock:a", a.fn)()
+	defer m.Subscribe("lock:b", b.fn)()
+	a.expect(t, pubsub.Subscribed)
+	b.expect(t, pubsub.Subscribed)
+
 	srv.Restart()
-	e.expect(t, pubsub.Resync)
-	publish(t, srv, "lock:ch")
-	e.expect(t, pubsub.Message)
-	// A listener that arrives while Redis is down is subscribed once it is back.
+	a.expect(t, pubsub.Resync)
+	b.expect(t, pubsub.Resync)
+	in.publish("lock:a")
+	a.expect(t, pubsub.Message)
+
+	// While Redis is down: a listener joins (subscribed once it is back,
+	// told Subscribed, not Resync) and another leaves (not resubscribed).
 	srv.Kill()
-	late := newEvents()
-	defer m.Subscribe("late:ch", late.fn)()
+	eventually(t, "disconnected", func() bool { return !pubsub.Connected(m) })
+	late := newRecorder()
+	defer m.Subscribe("lock:late", late.fn)()
+	gone := newRecorder()
+	unGone := m.Subscribe("lock:gone", gone.fn)
+	unGone()
 	srv.Restart()
 	late.expect(t, pubsub.Subscribed)
-	e.expect(t, pubsub.Resync)
-	publish(t, srv, "late:ch")
+	a.expect(t, pubsub.Resync)
+	b.expect(t, pubsub.Resync)
+	in.publish("lock:late")
+	in.publish("lock:b")
 	late.expect(t, pubsub.Message)
+	b.expect(t, pubsub.Message)
+	a.expectNone(t)
+	gone.expectNone(t)
+	got := in.channels("lock:*")
+	if len(got) != 3 || in.numsub("lock:gone") != 0 {
+		t.Fatalf("channels after restart %v, want lock:a, lock:b, lock:late", got)
+	}
+	if n := m.Channels(); n != 3 {
+		t.Fatalf("Channels() = %d, want 3", n)
+	}
 }
 
-func TestCloseStopsEverything(t *testing.T) {
+// TestReconnectWaitsForTheInjectedClock: the reconnect backoff runs on the
+// Config's clock, not on real time.
+func TestReconnectWaitsForTheInjectedClock(t *testing.T) {
+	srv := redistest.Start(t)
+	mock := clock.NewMock()
+	m := pubsub.New(pubsub.Config{Redis: srv.Client(t), Clock: mock})
+	defer m.Close()
+	r := newRecorder()
+	defer m.Subscribe("clocked", r.fn)()
+	r.expect(t, pubsub.Subscribed)
+
+	srv.Kill()
+	eventually(t, "disconnected", func() bool { return !pubsub.Connected(m) })
+	srv.Restart()
+	// Redis is back, but the backoff has not elapsed on the mock clock.
+	select {
+	case ev := <-r.ch:
+		t.Fatalf("%v before the backoff elapsed on the injected clock", ev)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if pubsub.Connected(m) {
+		t.Fatal("reconnected before the backoff elapsed on the injected clock")
+	}
+	deadline := time.After(waitFor)
+	for {
+		mock.Add(time.Second) // at least the longest backoff
+		select {
+		case ev := <-r.ch:
+			if ev != pubsub.Resync {
+				t.Fatalf("event %v, want Resync", ev)
+			}
+			return
+		case <-time.After(20 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("no Resync after advancing the clock")
+		}
+	}
+}
+
+func TestCloseReleasesEverything(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	rdb := srv.Client(t)
+	// Start the client's own goroutines before the snapshot: they belong
+	// to rdb and end with it, at the test's cleanup.
+	if err := rdb.Do(context.Background(), rdb.B().Ping().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	in.do("PING")
+	before := goleak.IgnoreCurrent()
+
+	m := pubsub.New(pubsub.Config{Redis: rdb})
+	r := newRecorder()
+	unR := m.Subscribe("x", r.fn)
+	pending := newRecorder()
+	m.Subscribe("y", pending.fn) // never unsubscribed
+	r.expect(t, pubsub.Subscribed)
+	pending.expect(t, pubsub.Subscribed)
+	m.Close()
+	m.Close()
+	goleak.VerifyNone(t, before)
+
+	if n := m.Channels(); n != 0 {
+		t.Fatalf("Channels() = %d after Close", n)
+	}
+	eventually(t, "server-side subscriptions gone", func() bool {
+		return in.numsub("x") == 0 && in.numsub("y") == 0 && in.pubsubClients() == 0
+	})
+	unR()
+	in.publish("x")
+	var called atomic.Bool
+	m.Subscribe("z", func(pubsub.Event) { called.Store(true) })()
+	in.publish("z")
+	r.expectNone(t)
+	pending.expectNone(t)
+	if called.Load() {
+		t.Fatal("listener called after Close")
+	}
+	if n := in.pubsubClients(); n != 0 {
+		t.Fatalf("Subscribe after Close made %d pub/sub connections", n)
+	}
+}
+
+func TestCloseWhileRedisIsDown(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	m := pubsub.New(pubsub.Config{Redis: rdb})
-	e := newEvents()
-	m.Subscribe("x", e.fn)
-	e.expect(t, pubsub.Subscribed)
-	m.Close()
-	m.Close()
-	publish(t, srv, "x")
-	e.quiet(t, 50*time.Millisecond)
-	called := false
-	m.Subscribe("y", func(pubsub.Event) { called = true })()
-	if called {
-		t.Fatal("listener called after Close")
+	r := newRecorder()
+	m.Subscribe("down", r.fn)
+	r.expect(t, pubsub.Subscribed)
+	srv.Kill()
+	eventually(t, "disconnected", func() bool { return !pubsub.Connected(m) })
+	closed := make(chan struct{})
+	go func() { m.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(waitFor):
+		t.Fatal("Close hung while Redis was down")
 	}
+	if n := m.Channels(); n != 0 {
+		t.Fatalf("Channels() = %d after Close", n)
+	}
+}
+
+func TestNoConnectionUntilFirstSubscribe(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	rdb := srv.Client(t)
+	if err := rdb.Do(context.Background(), rdb.B().Ping().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	clients := func() int {
+		list, err := in.do("CLIENT", "LIST").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "\n")
+	}
+	base := clients()
+	m := pubsub.New(pubsub.Config{Redis: rdb})
+	defer m.Close()
+	if n := clients(); n != base {
+		t.Fatalf("%d connections after New, want %d", n, base)
+	}
+	r := newRecorder()
+	defer m.Subscribe("lazy", r.fn)()
+	r.expect(t, pubsub.Subscribed)
 }

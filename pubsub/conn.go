@@ -9,9 +9,9 @@ import (
 // protocol is what differs between plain and sharded pub/sub: the commands
 // and the push kinds that confirm them.
 type protocol struct {
-	subscribe   func(b rueidis.Builder, channels []string) rueidis.Completed
-	unsubscribe func(b rueidis.Builder, channels []string) rueidis.Completed
-	subscribed  string // push kind confirming subscribe
+	subscribe    func(b rueidis.Builder, channels []string) rueidis.Completed
+	unsubscribe  func(b rueidis.Builder, channels []string) rueidis.Completed
+	subscribed   string // push kind confirming subscribe
 	unsubscribed string // push kind confirming unsubscribe
 }
 

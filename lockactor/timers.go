@@ -1,0 +1,129 @@
+package lockactor
+
+import (
+	"sort"
+	"time"
+)
+
+// Renewal, timers and shutdown.
+
+func (m *Machine) renewReply(now time.Time, msg Msg) {
+	o := m.byGen[msg.Op]
+	if o == nil {
+		return
+	}
+	o.renewInFlight = false
+	if !o.watchdog {
+		return
+	}
+	switch {
+	case msg.Fault == Permanent || (msg.Fault == NoFault && !msg.Renewed):
+		m.ownerLost(now, o, ErrNotOwner)
+	case msg.Fault != NoFault:
+		// Try again soon; the deadline timer ends the hold if none succeeds.
+		if retry := now.Add(m.cfg.Backoff); retry.Before(o.renewNext) {
+			m.schedule(TimerRenew, o.gen, retry)
+		}
+	default:
+		if d := Validity(msg.Sent, o.lease); d.After(o.deadline) {
+			o.deadline = d
+			m.schedule(TimerDeadline, o.gen, d.Add(-m.cfg.Slack))
+			for _, h := range o.held {
+				m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
+			}
+		}
+	}
+}
+
+// --- timers ---
+
+func (m *Machine) timer(now time.Time, k TimerKey) {
+	switch k.Kind {
+	case TimerWait:
+		if r := m.reqs[ReqID(k.ID)]; r != nil && r.state == statePending {
+			m.end(now, r, ErrWaitTimeout)
+		}
+	case TimerRetry:
+		m.blocked = false
+	case TimerRenew:
+		o := m.byGen[k.ID]
+		if o == nil || !o.watchdog {
+			return
+		}
+		if !now.Before(o.renewNext) {
+			for !now.Before(o.renewNext) {
+				o.renewNext = o.renewNext.Add(o.lease / 3)
+			}
+		}
+		m.schedule(TimerRenew, o.gen, o.renewNext)
+		if !o.renewInFlight {
+			o.renewInFlight = true
+			m.emit(Effect{Kind: EffRenew, Op: o.gen, Field: o.field, Lease: o.lease})
+		}
+	case TimerDeadline:
+		o := m.byGen[k.ID]
+		if o == nil {
+			return
+		}
+		if o.undo {
+			return
+		}
+		// The hold may still be live in Redis for Slack+drift, but no renewal
+		// confirmed it: it is lost now, before anyone else can be granted it.
+		for _, h := range o.held {
+			m.answerRelease(h, ErrLeaseExpired)
+		}
+		if o.op != opNone {
+			// Let the op's reply be dropped: the owner is gone.
+			o.opID = 0
+		}
+		m.ownerLost(now, o, ErrLeaseExpired)
+	case TimerOpRetry:
+		o := m.byGen[k.ID]
+		if o == nil || o.op == opNone {
+			return
+		}
+		if o.op == opAcquire && o.opReq != nil && !o.opUnsure && o.opReq.ending {
+			// A transient failure for a request that has given up: drop it.
+			r := o.opReq
+			o.op, o.opReq = opNone, nil
+			m.finish(r, r.endErr)
+			m.nextOp(now, o)
+			return
+		}
+		if o.op == opAcquire {
+			o.opSent = now
+		}
+		m.repeatOp(o)
+	}
+}
+
+// --- shutdown ---
+
+func (m *Machine) close(now time.Time, err error) {
+	if m.shutdown != nil {
+		return
+	}
+	m.shutdown = err
+	for _, r := range append([]*request(nil), m.queue...) {
+		m.end(now, r, err)
+	}
+	// In a fixed order (of creation), so that a run is reproducible.
+	owners := make([]*owner, 0, len(m.owners))
+	for _, o := range m.owners {
+		owners = append(owners, o)
+	}
+	sort.Slice(owners, func(i, j int) bool { return owners[i].gen < owners[j].gen })
+	for _, o := range owners {
+		if o.opReq != nil && o.opReq.state == statePending {
+			o.opReq.ending, o.opReq.endErr = true, err
+		}
+		for _, h := range o.held {
+			if h.state == stateHeld {
+				h.state, h.endErr = stateReleasing, err
+			}
+		}
+		m.stopRenewal(o)
+		m.nextOp(now, o)
+	}
+}

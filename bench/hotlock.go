@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	hotClients    = 4
+	hotPerClient  = 16
+	hotGoroutines = hotClients * hotPerClient
+)
+
+// runHotlock measures one key fought over by 4 clients × 16 goroutines:
+// handoffs per second, release→next-acquire latency, client commands per
+// handoff and fairness.
+func runHotlock(e *env) error {
+	warm, dur := 300*time.Millisecond, 2*time.Second
+	if e.quick {
+		warm, dur = 150*time.Millisecond, 600*time.Millisecond
+	}
+	for r := range e.rounds() {
+		for _, lib := range e.order(r) {
+			var err error
+			labelled("hotlock", lib, func(ctx context.Context) {
+				err = hotlockRound(ctx, e, lib, r, warm, dur)
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", lib, err)
+			}
+		}
+	}
+	return nil
+}
+
+// hold is one acquisition: who, its place in the lock's order, and when it
+// was acquired and released (the return of Lock and of Release).
+type hold struct {
+	seq      int64
+	g        int
+	acq, rel time.Time
+}
+
+func hotlockRound(ctx context.Context, e *env, lib string, round int, warm, dur time.Duration) error {
+	ctr := newCounter()
+	var cls []locker
+	defer func() {
+		for _, c := range cls {
+			c.Close()
+		}
+	}()
+	for range hotClients {
+		cl, err := e.open(lib, ctr, openOpts{})
+		if err != nil {
+			return err
+		}
+		cls = append(cls, cl)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	name := fmt.Sprintf("hot:%s:%d", lib, round)
+
+	var stop atomic.Bool
+	var seq, inside, overlaps atomic.Int64
+	logs := make([][]hold, hotGoroutines)
+	errs := make([]int, hotGoroutines)
+	var lastErr atomic.Value
+	var wg sync.WaitGroup
+	for g := range hotGoroutines {
+		wg.Add(1)
+		go func(g int, cl locker) {
+			defer wg.Done()
+			for !stop.Load() {
+				h, err := cl.Lock(ctx, name)
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					errs[g]++
+					lastErr.Store(fmt.Sprint(err))
+					continue
+				}
+				acq := time.Now()
+				n := seq.Add(1)
+				if inside.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				inside.Add(-1)
+				if err := release(h); err != nil {
+					errs[g]++
+					lastErr.Store(fmt.Sprint(err))
+				}
+				logs[g] = append(logs[g], hold{seq: n, g: g, acq: acq, rel: time.Now()})
+			}
+		}(g, cls[g%hotClients])
+	}
+
+	time.Sleep(warm)
+	cmds0, stats0 := ctr.snapshot(), e.snapshot()
+	cpu, seq0 := e.startCPU(), seq.Load()
+	ws := time.Now()
+	time.Sleep(dur)
+	we := time.Now()
+	usage := cpu.report(float64(seq.Load()-seq0), "handoff")
+	cmds1, stats1 := ctr.snapshot(), e.snapshot()
+	stop.Store(true)
+	cancel() // wake the goroutines still waiting
+	wg.Wait()
+
+	var all []hold
+	for _, l := range logs {
+		all = append(all, l...)
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
+	var lat []time.Duration
+	perG := make([]int, hotGoroutines)
+	handoffs, self := 0, 0
+	for k := 1; k < len(all); k++ {
+		prev, cur := all[k-1], all[k]
+		if cur.acq.Before(ws) || cur.acq.After(we) {
+			continue
+		}
+		handoffs++
+		perG[cur.g]++
+		if cur.g == prev.g {
+			self++
+		}
+		// The next holder can return from Lock before the releaser returns
+		// from Release: that handoff took no time after the release.
+		lat = append(lat, max(0, cur.acq.Sub(prev.rel)))
+	}
+	if handoffs == 0 {
+		return fmt.Errorf("no handoff in %v", dur)
+	}
+	minG := perG[0]
+	for _, n := range perG {
+		minG = min(minG, n)
+	}
+	mean := float64(handoffs) / hotGoroutines
+	allCmds := countsDelta(cmds0, cmds1)
+	cmds := steady(allCmds)
+	e.res.add("hotlock", lib, "handoffs_per_s", float64(handoffs)/we.Sub(ws).Seconds())
+	e.res.add("hotlock", lib, "handoff_p50_us", us(percentile(lat, 50)))
+	e.res.add("hotlock", lib, "handoff_p99_us", us(percentile(lat, 99)))
+	e.res.add("hotlock", lib, "commands_per_handoff", float64(sumCalls(cmds))/float64(handoffs))
+	e.res.add("hotlock", lib, "self_reacquire_frac", float64(self)/float64(handoffs))
+	e.res.add("hotlock", lib, "min_share", float64(minG)/mean)
+	nerr := 0
+	for _, n := range errs {
+		nerr += n
+	}
+	if nerr > 0 {
+		e.notef("hotlock/%s round %d: %d errors, last: %v", lib, round, nerr, lastErr.Load())
+	}
+	if n := overlaps.Load(); n > 0 {
+		e.notef("hotlock/%s round %d: MUTUAL EXCLUSION BROKEN %d times", lib, round, n)
+	}
+	if round == e.rounds()-1 {
+		if n := sumCalls(allCmds) - sumCalls(cmds); n > 0 {
+			e.notef("hotlock/%s (last round): %d connection handshake commands in the window, not counted", lib, n)
+		}
+		e.notef("hotlock/%s (last round): %s; server calls incl. inside scripts %.2f per handoff; %s",
+			lib, perUnit(cmds, float64(handoffs), "handoff"), float64(sumCalls(statsDelta(stats0, stats1)))/float64(handoffs), usage)
+	}
+	return nil
+}

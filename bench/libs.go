@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"math"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/holdfast/holdfast"
+)
+
+// Library names, as they appear in the table and the JSON.
+const (
+	libHoldfast    = "holdfast"
+	libRedsync     = "redsync"
+	libRedislock   = "redislock"
+	libRueidislock = "rueidislock"
+	refBenchmark   = "redis-benchmark"
+	refAfterFunc   = "time.AfterFunc"
+)
+
+var allLibs = []string{libHoldfast, libRedsync, libRedislock, libRueidislock}
+
+// peerLease is the lease of redsync's and redislock's locks, which have no
+// watchdog: long enough that no hold in any scenario runs out, the same as
+// holdfast's default WatchdogTimeout.
+const peerLease = 30 * time.Second
+
+// held is one acquired lock.
+type held interface {
+	Release(ctx context.Context) error
+}
+
+// locker is one client of one library: its own connections to Redis.
+type locker interface {
+	// Lock blocks until name is held or ctx ends.
+	Lock(ctx context.Context, name string) (held, error)
+	Close()
+}
+
+// openOpts are the settings a scenario may change.
+type openOpts struct {
+	watchdog time.Duration // holdfast's WatchdogTimeout; rueidislock's KeyValidity
+	extend   time.Duration // rueidislock's ExtendInterval (0: its default)
+}
+
+// open makes one client of lib whose connections count into ctr.
+func (e *env) open(lib string, ctr *cmdCounter, o openOpts) (locker, error) {
+	switch lib {
+	case libHoldfast:
+		rdb, err := rueidis.NewClient(rueidis.ClientOption{
+			InitAddress: []string{e.srv.addr},
+			DialCtxFn:   ctr.rueidisDialer(),
+		})
+		if err != nil {
+			return nil, err
+		}
+		c, err := holdfast.New(holdfast.Config{Redis: rdb, WatchdogTimeout: o.watchdog})
+		if err != nil {
+			rdb.Close()
+			return nil, err
+		}
+		return &hfLocker{c: c, rdb: rdb}, nil
+	case libRedsync:
+		rdb := e.goredis(ctr)
+		return &rsLocker{rdb: rdb, rs: redsync.New(rsgoredis.NewPool(rdb)), delay: e.retryDelay}, nil
+	case libRedislock:
+		rdb := e.goredis(ctr)
+		return &rlLocker{rdb: rdb, c: redislock.New(rdb), delay: e.retryDelay}, nil
+	case libRueidislock:
+		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+			ClientOption: rueidis.ClientOption{
+				InitAddress: []string{e.srv.addr},
+				DialCtxFn:   ctr.rueidisDialer(),
+			},
+			KeyMajority:    1,
+			NoLoopTracking: true, // the README's advice for Redis >= 7.0.5
+			KeyValidity:    o.watchdog,
+			ExtendInterval: o.extend,
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &ruLocker{l: l}, nil
+	}
+	return nil, errors.New("bench: unknown library " + lib)
+}
+
+func (e *env) goredis(ctr *cmdCounter) *goredis.Client {
+	return goredis.NewClient(&goredis.Options{
+		Addr:   e.srv.addr,
+		Dialer: ctr.goredisDialer(),
+	})
+}
+
+// holdfast: Lock + Wait, Release.
+type hfLocker struct {
+	c   *holdfast.Client
+	rdb rueidis.Client
+}
+
+func (h *hfLocker) Lock(ctx context.Context, name string) (held, error) {
+	l := h.c.Lock(ctx, name)
+	if err := l.Wait(ctx); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (h *hfLocker) Close() {
+	h.c.Close()
+	h.rdb.Close()
+}
+
+// redsync on one node, go-redis v9: a Mutex per Lock call as its README
+// shows, retrying every retryDelay until ctx ends.
+type rsLocker struct {
+	rdb   *goredis.Client
+	rs    *redsync.Redsync
+	delay time.Duration
+}
+
+type rsHeld struct{ m *redsync.Mutex }
+
+func (h rsHeld) Release(ctx context.Context) error {
+	_, err := h.m.UnlockContext(ctx)
+	return err
+}
+
+func (r *rsLocker) Lock(ctx context.Context, name string) (held, error) {
+	m := r.rs.NewMutex(name,
+		redsync.WithExpiry(peerLease),
+		redsync.WithTries(math.MaxInt32),
+		redsync.WithRetryDelay(r.delay))
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return rsHeld{m}, nil
+}
+
+func (r *rsLocker) Close() { r.rdb.Close() }
+
+// redislock: Obtain with a linear retry every retryDelay until ctx ends.
+type rlLocker struct {
+	rdb   *goredis.Client
+	c     *redislock.Client
+	delay time.Duration
+}
+
+func (r *rlLocker) Lock(ctx context.Context, name string) (held, error) {
+	l, err := r.c.Obtain(ctx, name, peerLease, &redislock.Options{RetryStrategy: redislock.LinearBackoff(r.delay)})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+func (r *rlLocker) Close() { r.rdb.Close() }
+
+// rueidislock: WithContext waits for client-side-caching invalidations, so
+// it has no retry interval to tune; cancel releases.
+type ruLocker struct{ l rueidislock.Locker }
+
+type ruHeld struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (h ruHeld) Release(context.Context) error { h.cancel(); return nil }
+
+func (r *ruLocker) Lock(ctx context.Context, name string) (held, error) {
+	lctx, cancel, err := r.l.WithContext(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return ruHeld{lctx, cancel}, nil
+}
+
+func (r *ruLocker) Close() { r.l.Close() }
+
+// defaultRetryDelay is how often redsync and redislock retry a held lock:
+// the shortest interval redislock's documentation recommends ("not less than
+// 16ms"), well under redsync's default of 50-250 ms. Shorter intervals do
+// not help them: on a hot lock they lower handoffs/s (more failed attempts
+// compete with the holder for the server), see README.md.
+const defaultRetryDelay = 16 * time.Millisecond

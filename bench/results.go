@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// figure is one reported number, as it appears in the JSON.
+type figure struct {
+	Scenario string  `json:"scenario"`
+	Library  string  `json:"library"`
+	Metric   string  `json:"metric"`
+	Value    float64 `json:"value"`
+	Unit     string  `json:"unit"`
+}
+
+// units of every metric.
+var units = map[string]string{
+	"cycles_per_s":           "1/s",
+	"acquire_p50_us":         "us",
+	"acquire_p99_us":         "us",
+	"allocs_per_cycle":       "allocs",
+	"handoffs_per_s":         "1/s",
+	"handoff_p50_us":         "us",
+	"handoff_p99_us":         "us",
+	"commands_per_handoff":   "commands",
+	"self_reacquire_frac":    "fraction",
+	"min_share":              "fraction",
+	"waiter_commands":        "commands",
+	"drain_ms":               "ms",
+	"renewal_commands_per_s": "commands/s",
+	"heap_bytes_per_lock":    "bytes",
+	"lost_holds":             "holds",
+	"evalsha_per_s":          "1/s",
+	"rtt_p50_us":             "us",
+	"ns_per_op":              "ns",
+	"bytes_per_op":           "bytes",
+}
+
+// metricOrder is the order of rows within a scenario.
+var metricOrder = []string{
+	"cycles_per_s", "acquire_p50_us", "acquire_p99_us", "allocs_per_cycle",
+	"handoffs_per_s", "handoff_p50_us", "handoff_p99_us", "commands_per_handoff", "self_reacquire_frac", "min_share",
+	"waiter_commands", "drain_ms",
+	"renewal_commands_per_s", "heap_bytes_per_lock", "lost_holds",
+	"evalsha_per_s", "rtt_p50_us",
+	"ns_per_op", "bytes_per_op",
+}
+
+type key struct{ scenario, library, metric string }
+
+// results collects the rounds' samples and reports their medians.
+type results struct {
+	samples      map[key][]float64
+	order        []key
+	notes        []string
+	redisVersion string
+	settings     string
+	elapsed      time.Duration
+}
+
+func newResults() *results { return &results{samples: map[key][]float64{}} }
+
+// add records one round's value of a metric.
+func (r *results) add(scenario, library, metric string, v float64) {
+	if _, ok := units[metric]; !ok {
+		panic("bench: unknown metric " + metric)
+	}
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
+	}
+	k := key{scenario, library, metric}
+	if _, ok := r.samples[k]; !ok {
+		r.order = append(r.order, k)
+	}
+	r.samples[k] = append(r.samples[k], v)
+}
+
+// get returns the median of a metric and whether it was measured.
+func (r *results) get(scenario, library, metric string) (float64, bool) {
+	s, ok := r.samples[key{scenario, library, metric}]
+	if !ok || len(s) == 0 {
+		return 0, false
+	}
+	return median(s), true
+}
+
+func (r *results) figures() []figure {
+	var out []figure
+	for _, k := range r.order {
+		v, _ := r.get(k.scenario, k.library, k.metric)
+		out = append(out, figure{k.scenario, k.library, k.metric, round3(v), units[k.metric]})
+	}
+	return out
+}
+
+func (r *results) writeJSON(path string) error {
+	figs := r.figures()
+	if figs == nil {
+		figs = []figure{}
+	}
+	b, err := json.MarshalIndent(figs, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func round3(v float64) float64 {
+	if math.Abs(v) >= 1000 {
+		return math.Round(v)
+	}
+	return math.Round(v*1000) / 1000
+}
+
+func median(s []float64) float64 {
+	c := append([]float64(nil), s...)
+	sort.Float64s(c)
+	n := len(c)
+	if n%2 == 1 {
+		return c[n/2]
+	}
+	return (c[n/2-1] + c[n/2]) / 2
+}
+
+// percentile returns the p-th percentile (0..100) of ds, nearest rank.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	c := append([]time.Duration(nil), ds...)
+	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
+	i := int(math.Ceil(p/100*float64(len(c)))) - 1
+	return c[max(0, min(i, len(c)-1))]
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+func fmtNum(v float64) string {
+	switch a := math.Abs(v); {
+	case a == 0:
+		return "0"
+	case a >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case a >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case a >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+func (r *results) printMarkdown(w io.Writer, e *env) {
+	fmt.Fprintf(w, "# holdfast benchmark\n\n%s.\n\n", r.settings)
+	cols := append([]string(nil), e.libs...)
+	fmt.Fprintf(w, "| scenario | metric | unit | %s | reference |\n", strings.Join(cols, " | "))
+	fmt.Fprintf(w, "|---|---|---|%s---|\n", strings.Repeat("---:|", len(cols)))
+	for _, s := range scenarioNames() {
+		for _, m := range metricOrder {
+			var cells []string
+			any := false
+			for _, lib := range cols {
+				if v, ok := r.get(s, lib, m); ok {
+					cells = append(cells, fmtNum(v))
+					any = true
+				} else {
+					cells = append(cells, "–")
+				}
+			}
+			ref := ""
+			for _, lib := range []string{refBenchmark, refAfterFunc} {
+				if v, ok := r.get(s, lib, m); ok {
+					ref = fmt.Sprintf("%s (%s)", fmtNum(v), lib)
+					any = true
+				}
+			}
+			if !any {
+				continue
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", s, m, units[m], strings.Join(cells, " | "), ref)
+		}
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "## Goals")
+	fmt.Fprintln(w)
+	for _, g := range r.goals() {
+		fmt.Fprintf(w, "- %s\n", g)
+	}
+	if len(r.notes) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "## Notes")
+		fmt.Fprintln(w)
+		for _, n := range r.notes {
+			fmt.Fprintf(w, "- %s\n", n)
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+const (
+	waitClients = 4
+	waiters     = 100
+)
+
+// runWaiting measures what 100 waiters cost while one holder keeps the lock,
+// and how fast they all get it once it is released.
+func runWaiting(e *env) error {
+	hold, rounds := 10*time.Second, 3
+	if e.quick {
+		hold, rounds = 3*time.Second, 1
+	}
+	for r := range rounds {
+		for _, lib := range e.order(r) {
+			var err error
+			labelled("waiting", lib, func(ctx context.Context) {
+				err = waitingRound(ctx, e, lib, r, rounds, hold)
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", lib, err)
+			}
+		}
+	}
+	return nil
+}
+
+func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, holdFor time.Duration) error {
+	// The holder has a client of its own, counted apart, so its renewals
+	// are not charged to the waiters.
+	holderCtr, waiterCtr := newCounter(), newCounter()
+	holder, err := e.open(lib, holderCtr, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer holder.Close()
+	var cls []locker
+	defer func() {
+		for _, c := range cls {
+			c.Close()
+		}
+	}()
+	for range waitClients {
+		cl, err := e.open(lib, waiterCtr, openOpts{})
+		if err != nil {
+			return err
+		}
+		cls = append(cls, cl)
+	}
+	ctx, cancel := context.WithTimeout(ctx, holdFor+time.Minute)
+	defer cancel()
+	name := fmt.Sprintf("wait:%s:%d", lib, round)
+
+	h, err := holder.Lock(ctx, name)
+	if err != nil {
+		return fmt.Errorf("holder: %w", err)
+	}
+	held := time.Now()
+	w0, hc0, stats0 := waiterCtr.snapshot(), holderCtr.snapshot(), e.snapshot()
+
+	type result struct {
+		acq, rel time.Time
+		err      error
+	}
+	res := make([]result, waiters)
+	var wg sync.WaitGroup
+	for i := range waiters {
+		wg.Add(1)
+		go func(i int, cl locker) {
+			defer wg.Done()
+			hw, err := cl.Lock(ctx, name)
+			if err != nil {
+				res[i].err = err
+				return
+			}
+			res[i].acq = time.Now()
+			res[i].err = release(hw)
+			res[i].rel = time.Now()
+		}(i, cls[i%waitClients])
+	}
+
+	time.Sleep(time.Until(held.Add(holdFor)))
+	w1, hc1, stats1 := waiterCtr.snapshot(), holderCtr.snapshot(), e.snapshot()
+	released := time.Now()
+	if err := release(h); err != nil {
+		return fmt.Errorf("holder release: %w", err)
+	}
+	wg.Wait()
+
+	var last time.Time
+	early, failed := 0, 0
+	var firstErr error
+	for _, r := range res {
+		if r.err != nil {
+			failed++
+			if firstErr == nil {
+				firstErr = r.err
+			}
+			continue
+		}
+		if r.acq.Before(released) {
+			early++
+		}
+		if r.rel.After(last) {
+			last = r.rel
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d waiters failed, first: %v", failed, waiters, firstErr)
+	}
+	wc := countsDelta(w0, w1)
+	e.res.add("waiting", lib, "waiter_commands", float64(sumCalls(steady(wc))))
+	e.res.add("waiting", lib, "drain_ms", float64(last.Sub(released))/float64(time.Millisecond))
+	if early > 0 {
+		e.notef("waiting/%s round %d: MUTUAL EXCLUSION BROKEN: %d waiters acquired before the holder released", lib, round, early)
+	}
+	if round == rounds-1 {
+		hc := countsDelta(hc0, hc1)
+		e.notef("waiting/%s (last round, %v hold): waiters sent %d commands besides handshakes, all: %s; the holder sent %d more; server calls incl. inside scripts, holder included: %d",
+			lib, holdFor, sumCalls(steady(wc)), fmtCounts(wc), sumCalls(hc), sumCalls(statsDelta(stats0, stats1)))
+	}
+	return nil
+}
+
+func fmtCounts(m map[string]int64) string {
+	s := ""
+	for i, k := range names(m) {
+		if i > 0 {
+			s += " "
+		}
+		s += fmt.Sprintf("%s=%d", k, m[k])
+	}
+	if s == "" {
+		return "none"
+	}
+	return s
+}

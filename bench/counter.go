@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"net"
@@ -17,8 +18,9 @@ import (
 // runs inside Redis (INFO commandstats counts those too, so it cannot tell a
 // client's round trips apart from a script's work).
 type cmdCounter struct {
-	total  atomic.Int64
-	writes atomic.Int64 // Write calls on the connections: system calls
+	total    atomic.Int64
+	writes   atomic.Int64 // Write calls on the connections: system calls
+	evalKeys atomic.Int64 // keys named by EVAL and EVALSHA calls (their numkeys)
 
 	mu     sync.RWMutex // guards byName's keys; counts are atomic
 	byName map[string]*atomic.Int64
@@ -133,6 +135,9 @@ type countingConn struct {
 	first   bool // reading the first element: its bytes are the name
 	name    [32]byte
 	nameLen int
+	idx     int64 // index of the element being read
+	isEval  bool  // the command is EVAL or EVALSHA: element 2 is numkeys
+	numKeys int64
 }
 
 const (
@@ -177,7 +182,7 @@ func (c *countingConn) parse(p []byte) {
 			case b >= '0' && b <= '9':
 				c.num = c.num*10 + int64(b-'0')
 			case b == '\n':
-				c.elems, c.first = c.num, true
+				c.elems, c.first, c.idx, c.isEval = c.num, true, 0, false
 				if c.elems <= 0 {
 					c.state = stStart
 				} else {
@@ -200,7 +205,14 @@ func (c *countingConn) parse(p []byte) {
 			}
 		case stBulkData:
 			n := min(c.left, int64(len(p)-i))
-			if c.first {
+			if c.isEval && c.idx == 2 {
+				for _, ch := range p[i : i+int(n)] {
+					if ch >= '0' && ch <= '9' {
+						c.numKeys = c.numKeys*10 + int64(ch-'0')
+					}
+				}
+				c.left -= n
+			} else if c.first {
 				data := p[i : i+int(n)]
 				for _, ch := range data {
 					if c.nameLen < len(c.name) && c.left-2 > 0 {
@@ -217,7 +229,13 @@ func (c *countingConn) parse(p []byte) {
 				if c.first {
 					c.first = false
 					c.ctr.add(c.name[:c.nameLen])
+					nm := c.name[:c.nameLen]
+					c.isEval = bytes.EqualFold(nm, []byte("evalsha")) || bytes.EqualFold(nm, []byte("eval"))
+					c.numKeys = 0
+				} else if c.isEval && c.idx == 2 {
+					c.ctr.evalKeys.Add(c.numKeys)
 				}
+				c.idx++
 				c.elems--
 				if c.elems == 0 {
 					c.state = stStart

@@ -47,6 +47,16 @@ type Config struct {
 	// may still have run; the runtime repeats it to learn the outcome.
 	// Default 5s.
 	CallTimeout time.Duration
+	// HandoffLimit and HandoffWindow bound local handoffs. When a Lock is
+	// released while another Lock of this Client waits for the same name,
+	// the release and the waiter's grant run as one Redis call, which wakes
+	// no other process. Up to HandoffLimit handoffs run in a row, within
+	// HandoffWindow of the name's last grant from Redis; then the lock goes
+	// back to Redis and this Client's waiters compete for it with other
+	// processes' waiters on equal terms. Defaults 100 and 10ms; a negative
+	// HandoffLimit turns local handoff off.
+	HandoffLimit  int
+	HandoffWindow time.Duration
 }
 
 // DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
@@ -74,6 +84,8 @@ func (c *Config) validateOptions() error {
 		return fmt.Errorf("%w: WatchdogTimeout %v is shorter than %v", ErrInvalidOption, c.WatchdogTimeout, MinLease)
 	case c.CallTimeout < 0:
 		return fmt.Errorf("%w: negative CallTimeout", ErrInvalidOption)
+	case c.HandoffWindow < 0:
+		return fmt.Errorf("%w: negative HandoffWindow", ErrInvalidOption)
 	case strings.Contains(c.ClientID, ":"):
 		return fmt.Errorf("%w: ClientID %q contains ':'", ErrInvalidOption, c.ClientID)
 	}
@@ -98,6 +110,11 @@ func (c *Config) setDefaults() {
 	if c.CallTimeout == 0 {
 		c.CallTimeout = defaultCallTimeout
 	}
+}
+
+// machine is the lock state machines' configuration.
+func (c *Config) machine() lockactor.Config {
+	return lockactor.Config{Slack: wheelTick, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow}
 }
 
 // Client hands out Locks on one Redis deployment. It runs one actor per lock
@@ -135,7 +152,7 @@ func New(cfg Config) (*Client, error) {
 		Wheel:       wheel,
 		Renewer:     renew,
 		Logger:      cfg.Logger,
-		Machine:     lockactor.Config{Slack: wheelTick},
+		Machine:     cfg.machine(),
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()

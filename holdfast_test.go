@@ -458,6 +458,7 @@ func TestBadInput(t *testing.T) {
 		{Redis: srv.Client(t), WatchdogTimeout: time.Millisecond},
 		{Redis: srv.Client(t), ClientID: "a:b"},
 		{Redis: srv.Client(t), CallTimeout: -1},
+		{Redis: srv.Client(t), HandoffWindow: -1},
 	} {
 		if _, err := holdfast.New(cfg); !errors.Is(err, holdfast.ErrInvalidOption) {
 			t.Fatalf("New(%+v): %v, want ErrInvalidOption", cfg, err)
@@ -615,6 +616,83 @@ func BenchmarkUncontendedParallel(b *testing.B) {
 	})
 }
 
+// calls is the number of calls of a command Redis has run, inside scripts
+// too (INFO commandstats).
+func calls(t testing.TB, srv *redistest.Server, cmd string) int64 {
+	t.Helper()
+	info, _ := srv.Do(t, "INFO", "commandstats").ToString()
+	prefix := "cmdstat_" + cmd + ":calls="
+	for _, line := range strings.Split(info, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			var n int64
+			fmt.Sscanf(strings.TrimPrefix(line, prefix), "%d", &n)
+			return n
+		}
+	}
+	return 0
+}
+
+// TestLocalHandoff: a release with a waiter of the same Client queued hands
+// the lock over in one script call and publishes nothing; once the streak
+// limit is reached, the lock goes back through Redis and another Client's
+// waiter gets its turn.
+func TestLocalHandoff(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{HandoffLimit: 2, HandoffWindow: time.Minute})
+	other := newClient(t, srv, holdfast.Config{})
+	ctx := context.Background()
+	first := c.Lock(ctx, "relay")
+	mustAcquire(t, first)
+	second, third, fourth := c.Lock(ctx, "relay"), c.Lock(ctx, "relay"), c.Lock(ctx, "relay")
+	remote := other.Lock(ctx, "relay")
+	waitSubscribed(t, srv, "relay")
+	time.Sleep(50 * time.Millisecond) // let every waiter settle into its wait
+
+	prev := first
+	for _, next := range []*holdfast.Lock{second, third} {
+		evalsha, publish := calls(t, srv, "evalsha"), calls(t, srv, "publish")
+		if err := prev.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mustAcquire(t, next)
+		if n := calls(t, srv, "evalsha") - evalsha; n != 1 {
+			t.Fatalf("handoff took %d script calls, want 1", n)
+		}
+		if n := calls(t, srv, "publish") - publish; n != 0 {
+			t.Fatalf("handoff published %d messages, want none", n)
+		}
+		if next.Token() <= prev.Token() {
+			t.Fatalf("token %d after %d", next.Token(), prev.Token())
+		}
+		prev = next
+	}
+	// Two handoffs in a row: the third release goes to Redis, and the other
+	// Client's waiter competes on equal terms with this Client's last one.
+	if err := third.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var winner, loser *holdfast.Lock
+	select {
+	case <-remote.Acquired:
+		winner, loser = remote, fourth
+	case <-fourth.Acquired:
+		winner, loser = fourth, remote
+	case <-time.After(waitFor):
+		t.Fatal("nobody acquired the lock after the streak ended")
+	}
+	for _, l := range []*holdfast.Lock{winner, loser} {
+		mustAcquire(t, l)
+		if l.Token() <= prev.Token() {
+			t.Fatalf("token %d after %d", l.Token(), prev.Token())
+		}
+		prev = l
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noLockKeys(t, srv)
+}
+
 // TestRenewalsAreBatched holds many locks with the watchdog and counts the
 // script calls Redis sees while only renewals happen.
 func TestRenewalsAreBatched(t *testing.T) {
@@ -628,17 +706,7 @@ func TestRenewalsAreBatched(t *testing.T) {
 	for _, l := range locks {
 		mustAcquire(t, l)
 	}
-	evalsha := func() int64 {
-		info, _ := srv.Do(t, "INFO", "commandstats").ToString()
-		for _, line := range strings.Split(info, "\n") {
-			if strings.HasPrefix(line, "cmdstat_evalsha:calls=") {
-				var n int64
-				fmt.Sscanf(strings.TrimPrefix(line, "cmdstat_evalsha:calls="), "%d", &n)
-				return n
-			}
-		}
-		return 0
-	}
+	evalsha := func() int64 { return calls(t, srv, "evalsha") }
 	before := evalsha()
 	const periods = 6
 	time.Sleep(periods * lease / 3)

@@ -172,6 +172,13 @@ func (a *lockActor) apply(e lockactor.Effect) {
 			left, err := s.cfg.Redis.Release(ctx, name, e.Field, e.Expected)
 			a.send(lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: left, Err: err, Fault: s.cfg.Redis.Classify(err)})
 		})
+	case lockactor.EffHandoff:
+		a.fields[e.To] = struct{}{}
+		name, op := a.name, e.Op
+		s.call(func(ctx context.Context) {
+			left, res, err := s.cfg.Redis.Handoff(ctx, name, e.Field, e.To, e.Lease)
+			a.send(lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Left: left, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
+		})
 	case lockactor.EffRenew:
 		op := e.Op
 		s.cfg.Renewer.Add(renewal.Item{Key: a.key, Field: e.Field, Lease: e.Lease,

@@ -13,12 +13,15 @@ import (
 	"github.com/holdfast/holdfast/scripts"
 )
 
-// Redis is what the runtime needs from a Redis deployment: the three lock
+// Redis is what the runtime needs from a Redis deployment: the lock
 // scripts. Production uses Rueidis; the simulator in package sim supplies its
 // own. Implementations must be safe for concurrent use.
 type Redis interface {
 	Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error)
 	Release(ctx context.Context, name, field string, expected int64) (left int64, err error)
+	// Handoff releases from (count 1) and acquires for to in one call: the
+	// release's outcome, then the acquire's.
+	Handoff(ctx context.Context, name, from, to string, lease time.Duration) (left int64, acquire lockactor.AcquireResult, err error)
 	// Renew runs the batched renew script; args are field, lease-ms pairs.
 	Renew(ctx context.Context, keys, args []string) ([]bool, error)
 	// Group names the batch group of a lock key for renewals (the cluster
@@ -31,8 +34,8 @@ type Redis interface {
 // Rueidis runs the scripts on a rueidis client, by EVALSHA with an EVAL
 // fallback, so concurrent calls share round trips through auto-pipelining.
 type Rueidis struct {
-	client                  rueidis.Client
-	acquire, release, renew *rueidis.Lua
+	client                           rueidis.Client
+	acquire, release, renew, handoff *rueidis.Lua
 }
 
 // NewRueidis returns the scripts bound to client.
@@ -42,6 +45,7 @@ func NewRueidis(client rueidis.Client) *Rueidis {
 		acquire: rueidis.NewLuaScript(scripts.Acquire),
 		release: rueidis.NewLuaScript(scripts.Release),
 		renew:   rueidis.NewLuaScript(scripts.Renew),
+		handoff: rueidis.NewLuaScript(scripts.Handoff),
 	}
 }
 
@@ -61,6 +65,16 @@ func (r *Rueidis) Release(ctx context.Context, name, field string, expected int6
 	keys := []string{scripts.LockKey(name)}
 	args := []string{field, strconv.FormatInt(expected, 10), scripts.Channel(name)}
 	return r.release.Exec(ctx, r.client, keys, args).AsInt64()
+}
+
+// Handoff implements Redis.
+func (r *Rueidis) Handoff(ctx context.Context, name, from, to string, lease time.Duration) (int64, lockactor.AcquireResult, error) {
+	keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
+	vals, err := r.handoff.Exec(ctx, r.client, keys, []string{from, to, millis(lease)}).AsIntSlice()
+	if err != nil {
+		return 0, lockactor.AcquireResult{}, err
+	}
+	return lockactor.DecodeHandoff(vals)
 }
 
 // Renew implements Redis.

@@ -169,14 +169,153 @@ func TestWaiterSubscribesSleepsAtMostPTTLAndWakes(t *testing.T) {
 		t.Fatal("head waiter not granted")
 	}
 	none(t, effs, EffUnsubscribe) // waiter 2 still waits
-	// Without a message, the retry timer alone brings the next attempt.
-	rel := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffRelease)
-	acq = one(t, d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0}), EffAcquire)
-	if acq.Field != "c:b" {
-		t.Fatalf("next attempt for %q, want c:b (local handoff)", acq.Field)
+	// The release hands the lock to the local waiter in the same call.
+	h := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffHandoff)
+	if h.Field != "c:a" || h.To != "c:b" {
+		t.Fatalf("handoff %q -> %q, want c:a -> c:b", h.Field, h.To)
 	}
-	effs = d.step(granted(acq.Op, 1, 4))
+	effs = d.step(handedOff(h.Op, 0, 4))
+	if one(t, effs, EffAcquired).ID != 2 {
+		t.Fatal("waiter 2 not granted by the handoff")
+	}
 	one(t, effs, EffUnsubscribe)
+}
+
+func handedOff(op uint64, left int64, token uint64) Msg {
+	return Msg{Kind: MsgHandoffReply, Op: op, Left: left,
+		Acquire: AcquireResult{Code: scripts.AcquireGranted, Count: 1, Token: token}}
+}
+
+// holdWithWaiters grants request 1 (c:a) and queues requests 2..n behind it.
+func holdWithWaiters(t *testing.T, d *driver, n int) {
+	t.Helper()
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	one(t, d.step(granted(acq.Op, 1, 10)), EffAcquired)
+	for i := 2; i <= n; i++ {
+		none(t, d.enqueue(ReqID(i), "c:"+string(rune('a'+i-1)), -1), EffAcquire)
+	}
+}
+
+func TestLocalHandoff(t *testing.T) {
+	d := newDriver(t)
+	holdWithWaiters(t, d, 2)
+	d.now = t0.Add(time.Millisecond)
+	effs := d.step(Msg{Kind: MsgRelease, ID: 1})
+	h := one(t, effs, EffHandoff)
+	none(t, effs, EffRelease)
+	if h.Field != "c:a" || h.To != "c:b" || h.Lease != lease {
+		t.Fatalf("handoff %+v", h)
+	}
+	sent := d.now
+	d.now = d.now.Add(5 * time.Millisecond)
+	effs = d.step(handedOff(h.Op, 0, 11))
+	done, lost, acquired := indexOf(effs, EffReleaseDone), indexOf(effs, EffLost), indexOf(effs, EffAcquired)
+	if done < 0 || lost < done || acquired < lost {
+		t.Fatalf("handoff reply effects %v: want release-done, lost (of 1), then acquired (of 2)", kinds(effs))
+	}
+	if effs[done].Err != nil || !errors.Is(effs[lost].Err, ErrReleased) || effs[lost].ID != 1 {
+		t.Fatalf("releaser ended with %v / %v", effs[done].Err, effs[lost].Err)
+	}
+	if a := effs[acquired]; a.ID != 2 || a.Token != 11 || !a.At.Equal(Validity(sent, lease)) {
+		t.Fatalf("acquired %+v, want request 2, token 11, deadline from the handoff's send", a)
+	}
+	none(t, effs, EffSubscribe)
+	// The new holder's own release goes to Redis: nobody waits.
+	one(t, d.step(Msg{Kind: MsgRelease, ID: 2}), EffRelease)
+}
+
+func TestHandoffStreakEndsAndYields(t *testing.T) {
+	d := &driver{t: t, m: New(Config{Slack: 10 * time.Millisecond, HandoffLimit: 2}), now: t0}
+	holdWithWaiters(t, d, 4)
+	for id := ReqID(1); id <= 2; id++ {
+		h := one(t, d.step(Msg{Kind: MsgRelease, ID: id}), EffHandoff)
+		one(t, d.step(handedOff(h.Op, 0, uint64(10+id))), EffAcquired)
+	}
+	// Two handoffs in a row: the third release goes to Redis, and waiter 4
+	// waits for its announcement instead of taking the lock straight back.
+	rel := one(t, d.step(Msg{Kind: MsgRelease, ID: 3}), EffRelease)
+	effs := d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0})
+	none(t, effs, EffAcquire)
+	one(t, effs, EffSubscribe)
+	acq := one(t, d.step(Msg{Kind: MsgSubscribed}), EffAcquire)
+	if acq.Field != "c:d" {
+		t.Fatalf("attempt for %q, want c:d", acq.Field)
+	}
+	// A fresh grant starts a new streak.
+	one(t, d.step(granted(acq.Op, 1, 20)), EffAcquired)
+	d.enqueue(5, "c:e", -1)
+	one(t, d.step(Msg{Kind: MsgRelease, ID: 4}), EffHandoff)
+}
+
+func TestHandoffWindowEnds(t *testing.T) {
+	d := newDriver(t)
+	holdWithWaiters(t, d, 2)
+	d.now = t0.Add(10 * time.Millisecond) // the default window since the grant
+	one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffRelease)
+}
+
+func TestAmbiguousHandoffRepeatsTheRelease(t *testing.T) {
+	d := newDriver(t)
+	holdWithWaiters(t, d, 2)
+	h := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffHandoff)
+	effs := d.step(Msg{Kind: MsgHandoffReply, Op: h.Op, Fault: Ambiguous, Err: errors.New("timeout")})
+	none(t, effs, EffLost)
+	var retry Effect
+	for _, e := range effs {
+		if e.Kind == EffSchedule && e.Timer.Kind == TimerOpRetry {
+			retry = e
+		}
+	}
+	if retry.Kind == 0 {
+		t.Fatalf("no release retry scheduled in %v", kinds(effs))
+	}
+	d.now = retry.At
+	rel := one(t, d.step(Msg{Kind: MsgTimer, Timer: retry.Timer}), EffRelease)
+	if rel.Field != "c:a" || rel.Expected != 1 {
+		t.Fatalf("repeat %+v, want the final release of c:a", rel)
+	}
+	// The handoff had run: the release finds nothing, which settles it.
+	effs = d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: scripts.ReleaseNotOwner})
+	if l := one(t, effs, EffLost); l.ID != 1 || !errors.Is(l.Err, ErrReleased) {
+		t.Fatalf("releaser lost %+v", l)
+	}
+	// The waiter learns its grant by an ordinary attempt after its backoff.
+	d.now = d.now.Add(time.Second)
+	acq := one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRetry, 0}}), EffAcquire)
+	if acq.Field != "c:b" || acq.Expected != 0 {
+		t.Fatalf("attempt %+v", acq)
+	}
+	if a := one(t, d.step(granted(acq.Op, 1, 11)), EffAcquired); a.ID != 2 {
+		t.Fatalf("acquired %+v", a)
+	}
+}
+
+func TestHandoffAfterTheHoldWasLost(t *testing.T) {
+	d := newDriver(t)
+	holdWithWaiters(t, d, 2)
+	h := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffHandoff)
+	effs := d.step(Msg{Kind: MsgHandoffReply, Op: h.Op, Left: scripts.ReleaseNotOwner,
+		Acquire: AcquireResult{Code: scripts.AcquireHeld, PTTL: time.Second}})
+	if rd := one(t, effs, EffReleaseDone); !errors.Is(rd.Err, ErrNotOwner) {
+		t.Fatalf("release answered %v, want ErrNotOwner", rd.Err)
+	}
+	none(t, effs, EffAcquired)
+	one(t, effs, EffSubscribe)
+}
+
+func TestWaiterCancelledDuringHandoffUndoesItsGrant(t *testing.T) {
+	d := newDriver(t)
+	holdWithWaiters(t, d, 2)
+	h := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffHandoff)
+	none(t, d.step(Msg{Kind: MsgCancel, ID: 2, Err: errors.New("ctx done")}), EffLost)
+	effs := d.step(handedOff(h.Op, 0, 11))
+	none(t, effs, EffAcquired)
+	if rel := one(t, effs, EffRelease); rel.Field != "c:b" {
+		t.Fatalf("undo releases %q, want c:b", rel.Field)
+	}
+	if n := len(d.m.reqs); n != 0 {
+		t.Fatalf("%d requests left", n)
+	}
 }
 
 func TestWakeDuringAttemptRetriesAtOnce(t *testing.T) {

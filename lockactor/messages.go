@@ -84,6 +84,9 @@ const (
 	// MsgResync: the pub/sub connection was re-established; announcements may
 	// have been missed, so waiters re-check Redis at once.
 	MsgResync
+	// MsgHandoffReply: the reply to EffHandoff (Msg.Op, Msg.Left for the
+	// release, Msg.Acquire for the acquire, Msg.Fault).
+	MsgHandoffReply
 )
 
 // Fault classifies a failed Redis call.
@@ -134,6 +137,16 @@ func DecodeAcquire(vals []int64) (AcquireResult, error) {
 
 var errMalformedAcquire = errors.New("holdfast: malformed acquire reply")
 
+// DecodeHandoff decodes the handoff script's integer array reply: the
+// release's outcome, then the acquire's.
+func DecodeHandoff(vals []int64) (left int64, acquire AcquireResult, err error) {
+	if len(vals) < 3 {
+		return 0, AcquireResult{}, errMalformedAcquire
+	}
+	acquire, err = DecodeAcquire(vals[1:])
+	return vals[0], acquire, err
+}
+
 // Msg is one input of Step. Only the fields its Kind names are meaningful.
 type Msg struct {
 	Kind    MsgKind
@@ -181,6 +194,10 @@ const (
 	// EffReleaseDone: answer the Release call of request ID with Err (nil
 	// when Redis confirmed). Emitted before the request's EffLost.
 	EffReleaseDone
+	// EffHandoff: run the handoff script, releasing Field (count 1) and
+	// acquiring To with Lease in one call; reply with MsgHandoffReply
+	// carrying Op.
+	EffHandoff
 )
 
 // Effect is one output of Step. Only the fields its Kind names are meaningful.
@@ -189,6 +206,7 @@ type Effect struct {
 	ID       ReqID
 	Op       uint64
 	Field    string
+	To       string
 	Lease    time.Duration
 	Expected int64
 	Token    uint64
@@ -217,7 +235,7 @@ type TimerKey struct {
 
 func (k MsgKind) String() string {
 	names := [...]string{"?", "enqueue", "cancel", "release", "shutdown", "acquire-reply",
-		"release-reply", "renew-reply", "timer", "wake", "subscribed", "resync"}
+		"release-reply", "renew-reply", "timer", "wake", "subscribed", "resync", "handoff-reply"}
 	if int(k) < len(names) {
 		return names[k]
 	}
@@ -226,7 +244,7 @@ func (k MsgKind) String() string {
 
 func (k EffectKind) String() string {
 	names := [...]string{"?", "acquire", "release", "renew", "schedule", "cancel-timer",
-		"subscribe", "unsubscribe", "acquired", "deadline", "lost", "release-done"}
+		"subscribe", "unsubscribe", "acquired", "deadline", "lost", "release-done", "handoff"}
 	if int(k) < len(names) {
 		return names[k]
 	}

@@ -29,7 +29,11 @@ func (m *Machine) grant(now time.Time, o *owner, r *request, sent time.Time) {
 		o.deadline = d
 		m.schedule(TimerDeadline, o.gen, d.Add(-m.cfg.Slack))
 		for _, h := range o.held[:len(o.held)-1] {
-			m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
+			if h.granted {
+				if h.granted {
+					m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
+				}
+			}
 		}
 	}
 	if r.Watchdog && !o.watchdog {
@@ -37,6 +41,7 @@ func (m *Machine) grant(now time.Time, o *owner, r *request, sent time.Time) {
 		o.renewNext = sent.Add(r.Lease / 3)
 		m.schedule(TimerRenew, o.gen, o.renewNext)
 	}
+	r.granted = true
 	m.emit(Effect{Kind: EffAcquired, ID: r.ID, Token: o.token, At: o.deadline})
 }
 
@@ -73,6 +78,11 @@ func (m *Machine) nextOp(now time.Time, o *owner) {
 	r := o.waiting[0]
 	o.waiting = o.waiting[1:]
 	if r.state == stateReleasing {
+		if h := m.handoffTo(now, o); h != nil {
+			m.startHandoff(now, o, r, h)
+			return
+		}
+		o.yield = o.count == 1 && len(o.waiting) == 0 && len(m.queue) > 0
 		m.startRelease(now, o, r, o.count)
 		return
 	}
@@ -89,6 +99,65 @@ func (m *Machine) startRelease(now time.Time, o *owner, r *request, expected int
 		m.stopRenewal(o)
 	}
 	m.emit(Effect{Kind: EffRelease, Op: o.opID, Field: o.field, Expected: expected})
+}
+
+// handoffTo returns the local waiter that owner o's final release may hand
+// the lock to, or nil when the release must go to Redis.
+func (m *Machine) handoffTo(now time.Time, o *owner) *request {
+	if m.cfg.HandoffLimit < 0 || o.count != 1 || len(o.held) != 1 || len(o.waiting) != 0 ||
+		len(m.queue) == 0 || m.attemptReq != nil {
+		return nil
+	}
+	if m.streak >= m.cfg.HandoffLimit || now.Sub(m.streakStart) >= m.cfg.HandoffWindow {
+		return nil
+	}
+	if h := m.queue[0]; !h.ending && h.Field != o.field {
+		return h
+	}
+	return nil
+}
+
+// startHandoff releases owner o's hold (request r) and acquires for the
+// waiter h in one call. The acquire half is h's attempt: it is answered as
+// one, and h's cancellation waits for it as for any attempt in flight.
+func (m *Machine) startHandoff(now time.Time, o *owner, r, h *request) {
+	o.op, o.opReq, o.opExpected, o.opSent, o.opRetried, o.opUnsure = opHandoff, r, 1, now, false, false
+	o.opID = m.id()
+	m.stopRenewal(o)
+	m.streak++
+	m.attemptReq, m.attemptSent, m.attemptWoke, m.attemptHandoff = h, now, false, true
+	m.attemptOp = o.opID
+	m.emit(Effect{Kind: EffHandoff, Op: o.opID, Field: o.field, To: h.Field, Lease: h.Lease})
+}
+
+// handoffReply settles both halves of a handoff. The release half is
+// settled as a release's reply would be; if the call may not have run, it
+// is repeated as a plain release (the acquire half, ambiguous then, is
+// learned by the waiter's next attempt, which answers a grant that already
+// ran).
+func (m *Machine) handoffReply(now time.Time, msg Msg) {
+	for _, o := range m.owners {
+		if o.op == opHandoff && o.opID == msg.Op {
+			o.op = opRelease
+			m.releaseReply(now, Msg{Kind: MsgReleaseReply, Op: msg.Op, Left: msg.Left, Fault: msg.Fault, Err: msg.Err})
+			break
+		}
+	}
+	if msg.Op == m.attemptOp && m.attemptReq != nil {
+		m.attemptReply(now, Msg{Kind: MsgAcquireReply, Op: msg.Op, Acquire: msg.Acquire, Fault: msg.Fault, Err: msg.Err})
+	}
+}
+
+// yieldTurn makes this client's waiters wait for the announcement of the
+// release just made (or the subscription that lets them hear the next),
+// so that they compete for the lock with other processes' waiters on equal
+// terms instead of taking it straight back.
+func (m *Machine) yieldTurn(now time.Time) {
+	if m.sub == subNone {
+		m.sub = subPending
+		m.emit(Effect{Kind: EffSubscribe})
+	}
+	m.blockFor(now, m.cfg.Backoff)
 }
 
 // repeatOp sends the owner's op again with the same arguments.
@@ -250,6 +319,9 @@ func (m *Machine) releaseSettled(now time.Time, o *owner, r *request, left int64
 			lost = ErrNotOwner
 		}
 		m.ownerLost(now, o, lost)
+		if o.yield && err == nil && m.shutdown == nil && len(m.queue) > 0 && m.attemptReq == nil && !m.blocked {
+			m.yieldTurn(now)
+		}
 		return
 	}
 	m.nextOp(now, o)

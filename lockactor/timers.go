@@ -29,7 +29,11 @@ func (m *Machine) renewReply(now time.Time, msg Msg) {
 			o.deadline = d
 			m.schedule(TimerDeadline, o.gen, d.Add(-m.cfg.Slack))
 			for _, h := range o.held {
-				m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
+				if h.granted {
+					if h.granted {
+						m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
+					}
+				}
 			}
 		}
 	}

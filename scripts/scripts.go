@@ -29,6 +29,8 @@ var (
 	Release string
 	//go:embed renew.lua
 	Renew string
+	//go:embed handoff.lua
+	Handoff string
 )
 
 // Replies of the acquire script (first element of its array reply).

@@ -22,6 +22,9 @@ type ClientConfig struct {
 	// Drift makes the client's clock run fast (> 0) or slow (< 0): after a
 	// virtual second it reads 1s × (1 + Drift).
 	Drift float64
+	// HandoffLimit and HandoffWindow as in holdfast.Config.
+	HandoffLimit  int
+	HandoffWindow time.Duration
 }
 
 // Client is the World's side of one simulated holdfast Client: the engine
@@ -29,6 +32,7 @@ type ClientConfig struct {
 type Client struct {
 	w           *World
 	id          string
+	machineCfg  lockactor.Config
 	drift       float64
 	public      *holdfast.Client
 	machines    map[string]*machine
@@ -63,12 +67,15 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 	if cfg.WatchdogTimeout == 0 {
 		cfg.WatchdogTimeout = 3 * time.Second
 	}
-	c := &Client{w: w, id: cfg.ID, drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1}
+	c := &Client{w: w, id: cfg.ID, drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
+		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow}}
 	pub, err := clientkit.NewClient(holdfast.Config{
 		Clock:           w.mock,
 		WatchdogTimeout: cfg.WatchdogTimeout,
 		ClientID:        cfg.ID,
 		CallTimeout:     w.cfg.CallTimeout,
+		HandoffLimit:    cfg.HandoffLimit,
+		HandoffWindow:   cfg.HandoffWindow,
 	}, c)
 	if err != nil {
 		panic(fmt.Sprintf("sim: NewClient: %v", err))
@@ -102,7 +109,7 @@ func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 			if m == nil {
 				m = &machine{
 					name:    name,
-					m:       lockactor.New(lockactor.Config{}),
+					m:       lockactor.New(c.machineCfg),
 					handles: make(map[lockactor.ReqID]lockactor.Handle),
 					fields:  make(map[lockactor.ReqID]string),
 					timers:  make(map[lockactor.TimerKey]uint64),
@@ -248,6 +255,20 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 			func(r Reply, f lockactor.Fault) {
 				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: r.Int, Fault: f, Err: r.errOrNil()})
 			})
+	case lockactor.EffHandoff:
+		op := e.Op
+		keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
+		w.send(c, scripts.Handoff, keys, []string{e.Field, e.To, millis(e.Lease)}, func(r Reply, f lockactor.Fault) {
+			msg := lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Fault: f, Err: r.errOrNil()}
+			if f == lockactor.NoFault {
+				left, res, err := decodeHandoff(r)
+				if err != nil {
+					msg.Fault, msg.Err = lockactor.Transient, err
+				}
+				msg.Left, msg.Acquire = left, res
+			}
+			c.deliverTo(m, msg)
+		})
 	case lockactor.EffRenew:
 		op, sent := e.Op, c.now()
 		w.send(c, scripts.Renew, []string{scripts.LockKey(name)}, []string{e.Field, millis(e.Lease)},
@@ -281,14 +302,14 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffAcquired:
 		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
-			GrantedAt: c.execAt, Generation: c.generation()})
+			GrantedAt: c.execAt, RanAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.Acquired(e.Token, e.At)
 		}
 	case lockactor.EffDeadline:
 		w.history = append(w.history, Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
-			Generation: w.generation})
+			RanAt: c.execAt, Generation: w.generation})
 		if h := m.handles[e.ID]; h != nil {
 			h.SetDeadline(e.At)
 		}
@@ -338,6 +359,14 @@ func decodeAcquire(r Reply) (lockactor.AcquireResult, error) {
 		vals[i] = x.Int
 	}
 	return lockactor.DecodeAcquire(vals)
+}
+
+func decodeHandoff(r Reply) (int64, lockactor.AcquireResult, error) {
+	vals := make([]int64, len(r.Array))
+	for i, x := range r.Array {
+		vals[i] = x.Int
+	}
+	return lockactor.DecodeHandoff(vals)
 }
 
 func millis(d time.Duration) string {

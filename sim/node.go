@@ -99,6 +99,10 @@ type Node struct {
 	// Calls counts the commands run (a script counts once, its redis.call
 	// commands each once more).
 	Calls int
+	// applying is set while a replicated write is replayed: as on a Redis
+	// replica, keys past their TTL are not expired then (the primary's DEL
+	// will come), so a replayed HSET cannot recreate a key without its TTL.
+	applying bool
 }
 
 // NewNode returns an empty node on the virtual clock now.
@@ -116,16 +120,22 @@ func (n *Node) Reset() {
 }
 
 // Apply replays one replicated write on this node (a replica).
-func (n *Node) Apply(cmd []string) { n.Do(cmd...) }
+func (n *Node) Apply(cmd []string) {
+	n.applying = true
+	defer func() { n.applying = false }()
+	n.Do(cmd...)
+}
 
-// get returns the live entry of key, expiring it lazily.
+// get returns the live entry of key, expiring it lazily; an expiry is
+// replicated as a DEL, as Redis does.
 func (n *Node) get(key string) *entry {
 	e := n.data[key]
 	if e == nil {
 		return nil
 	}
-	if !e.expireAt.IsZero() && !n.now().Before(e.expireAt) {
+	if !e.expireAt.IsZero() && !n.now().Before(e.expireAt) && !n.applying {
 		delete(n.data, key)
+		n.write("DEL", key)
 		return nil
 	}
 	return e

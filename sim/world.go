@@ -364,6 +364,9 @@ type Event struct {
 	// GrantedAt is when the script that made this grant ran in Redis:
 	// replies race, so grants are ordered by it, not by At.
 	GrantedAt time.Time
+	// RanAt is when the script whose reply brought this event ran in Redis
+	// (zero when no reply did, as for a Lost at a deadline).
+	RanAt time.Time
 	// ExpiresAt is when Redis would expire the lock key, as the call whose
 	// reply made this grant or renewal left it (zero when unknown).
 	ExpiresAt  time.Time

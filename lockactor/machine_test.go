@@ -516,3 +516,18 @@ func TestWrongTypeEndsRequest(t *testing.T) {
 		t.Fatal("not idle")
 	}
 }
+
+func TestFirstRenewalsShareTheGrid(t *testing.T) {
+	const lease = 3 * time.Second
+	base := firstRenewal(t0, lease)
+	if base.After(t0.Add(lease/3)) || base.Before(t0.Add(lease/3-lease/30)) {
+		t.Fatalf("first renewal %v, want within lease/30 before %v", base, t0.Add(lease/3))
+	}
+	// Holds granted within one grid step renew at the same instant.
+	for _, d := range []time.Duration{time.Millisecond, 37 * time.Millisecond, 99 * time.Millisecond} {
+		sent := base.Add(-lease/3 + d)
+		if got := firstRenewal(sent, lease); !got.Equal(base) || got.Before(sent) {
+			t.Fatalf("sent %v: first renewal %v, want %v", sent, got, base)
+		}
+	}
+}

@@ -38,11 +38,28 @@ func (m *Machine) grant(now time.Time, o *owner, r *request, sent time.Time) {
 	}
 	if r.Watchdog && !o.watchdog {
 		o.watchdog = true
-		o.renewNext = sent.Add(r.Lease / 3)
+		o.renewNext = firstRenewal(sent, r.Lease)
 		m.schedule(TimerRenew, o.gen, o.renewNext)
 	}
 	r.granted = true
 	m.emit(Effect{Kind: EffAcquired, ID: r.ID, Token: o.token, At: o.deadline})
+}
+
+// firstRenewal is when a hold granted by a request sent at sent first
+// renews: lease/3 later, moved back onto a grid of lease/30 steps, so that
+// holds taken at about the same time renew in the same tick and the
+// watchdog sends them in full batches. Renewing early is always safe.
+func firstRenewal(sent time.Time, lease time.Duration) time.Time {
+	at := sent.Add(lease / 3)
+	q := int64(lease / 30)
+	if q <= 0 {
+		return at
+	}
+	off := at.UnixNano() % q
+	if off < 0 {
+		off += q
+	}
+	return at.Add(-time.Duration(off))
 }
 
 // askRelease queues the release of held request r on its owner.

@@ -235,6 +235,9 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 		return l
 	}
 	l.ref = ref
+	if ctx.Done() == nil {
+		return l // a context that never ends needs no watching
+	}
 	stop := context.AfterFunc(ctx, func() {
 		ref.Send(lockactor.MsgCancel, fmt.Errorf("holdfast: lock context ended: %w", ctx.Err()))
 	})

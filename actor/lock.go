@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -21,13 +22,13 @@ type lockActor struct {
 	self *protoactor.PID
 
 	m       *lockactor.Machine
-	handles map[lockactor.ReqID]lockactor.Handle
-	timers  map[lockactor.TimerKey]*timer
+	handles smallMap[lockactor.ReqID, lockactor.Handle]
+	timers  smallMap[lockactor.TimerKey, timer]
 	seq     uint64
 	unsub   func()
 	// fields are the owner fields this actor may have written to Redis
 	// since it was last idle: on a crash, each is released (abandoned).
-	fields map[string]struct{}
+	fields smallMap[string, struct{}]
 	done   bool // passivated or stopped: ignore everything
 	// idle is the linger timer of an idle actor; idleSeq tells its firing
 	// from that of an earlier one.
@@ -47,6 +48,10 @@ type timerFired struct {
 	seq uint64
 }
 
+// effectBufs holds the buffers the machines' effects are collected in,
+// shared by all actors rather than one kept per lock.
+var effectBufs = sync.Pool{New: func() any { return new([]lockactor.Effect) }}
+
 // crash makes the actor panic; tests use it to exercise supervision.
 type crash struct{}
 
@@ -55,13 +60,10 @@ type idleTimeout struct{ seq uint64 }
 
 func newLockActor(s *System, name string) *lockActor {
 	return &lockActor{
-		sys:     s,
-		name:    name,
-		key:     scripts.LockKey(name),
-		m:       lockactor.New(s.cfg.Machine),
-		handles: make(map[lockactor.ReqID]lockactor.Handle),
-		timers:  make(map[lockactor.TimerKey]*timer),
-		fields:  make(map[string]struct{}),
+		sys:  s,
+		name: name,
+		key:  scripts.LockKey(name),
+		m:    lockactor.New(s.cfg.Machine),
 	}
 }
 
@@ -77,7 +79,7 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 		}
 	case enqueueMsg:
 		a.sys.received(a.name)
-		a.handles[msg.req.ID] = msg.handle
+		a.handles.set(msg.req.ID, msg.handle)
 		a.step(ctx, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: msg.req})
 	case lockactor.Msg:
 		if msg.Kind == lockactor.MsgShutdown && a.m.Idle() {
@@ -86,8 +88,8 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 		}
 		a.step(ctx, msg)
 	case timerFired:
-		if t := a.timers[msg.key]; t != nil && t.seq == msg.seq {
-			delete(a.timers, msg.key)
+		if t, ok := a.timers.get(msg.key); ok && t.seq == msg.seq {
+			a.timers.del(msg.key)
 			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: msg.key})
 		}
 	case idleTimeout:
@@ -115,9 +117,14 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 		return
 	}
 	now := a.sys.cfg.Clock.Now()
-	for _, e := range a.m.Step(now, msg) {
+	buf := effectBufs.Get().(*[]lockactor.Effect)
+	effs := a.m.StepInto((*buf)[:0], now, msg)
+	for _, e := range effs {
 		a.apply(e)
 	}
+	clear(effs) // let go of what the effects refer to
+	*buf = effs[:0]
+	effectBufs.Put(buf)
 	if !a.m.Idle() {
 		if a.idle != nil {
 			a.idle.Stop()
@@ -125,7 +132,7 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 		}
 		return
 	}
-	clear(a.fields)
+	a.fields.reset()
 	if a.sys.closing() {
 		a.passivate(ctx)
 		return
@@ -160,7 +167,7 @@ func (a *lockActor) apply(e lockactor.Effect) {
 	s := a.sys
 	switch e.Kind {
 	case lockactor.EffAcquire:
-		a.fields[e.Field] = struct{}{}
+		a.fields.set(e.Field, struct{}{})
 		name, op := a.name, e.Op
 		s.call(func(ctx context.Context) {
 			res, err := s.cfg.Redis.Acquire(ctx, name, e.Field, e.Lease, e.Expected)
@@ -173,7 +180,7 @@ func (a *lockActor) apply(e lockactor.Effect) {
 			a.send(lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: left, Err: err, Fault: s.cfg.Redis.Classify(err)})
 		})
 	case lockactor.EffHandoff:
-		a.fields[e.To] = struct{}{}
+		a.fields.set(e.To, struct{}{})
 		name, op := a.name, e.Op
 		s.call(func(ctx context.Context) {
 			left, res, err := s.cfg.Redis.Handoff(ctx, name, e.Field, e.To, e.Lease)
@@ -190,18 +197,18 @@ func (a *lockActor) apply(e lockactor.Effect) {
 				a.send(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: fault})
 			}})
 	case lockactor.EffSchedule:
-		if old := a.timers[e.Timer]; old != nil {
+		if old, ok := a.timers.get(e.Timer); ok {
 			old.t.Stop()
 		}
 		a.seq++
 		key, seq := e.Timer, a.seq
-		a.timers[key] = &timer{seq: seq, t: s.cfg.Wheel.Schedule(e.At, func() {
+		a.timers.set(key, timer{seq: seq, t: s.cfg.Wheel.Schedule(e.At, func() {
 			a.send(timerFired{key: key, seq: seq})
-		})}
+		})})
 	case lockactor.EffCancelTimer:
-		if t := a.timers[e.Timer]; t != nil {
+		if t, ok := a.timers.get(e.Timer); ok {
 			t.t.Stop()
-			delete(a.timers, e.Timer)
+			a.timers.del(e.Timer)
 		}
 	case lockactor.EffSubscribe:
 		if a.unsub == nil {
@@ -213,20 +220,20 @@ func (a *lockActor) apply(e lockactor.Effect) {
 			a.unsub = nil
 		}
 	case lockactor.EffAcquired:
-		if h := a.handles[e.ID]; h != nil {
+		if h, _ := a.handles.get(e.ID); h != nil {
 			h.Acquired(e.Token, e.At)
 		}
 	case lockactor.EffDeadline:
-		if h := a.handles[e.ID]; h != nil {
+		if h, _ := a.handles.get(e.ID); h != nil {
 			h.SetDeadline(e.At)
 		}
 	case lockactor.EffReleaseDone:
-		if h := a.handles[e.ID]; h != nil {
+		if h, _ := a.handles.get(e.ID); h != nil {
 			h.ReleaseDone(e.Err)
 		}
 	case lockactor.EffLost:
-		if h := a.handles[e.ID]; h != nil {
-			delete(a.handles, e.ID)
+		if h, _ := a.handles.get(e.ID); h != nil {
+			a.handles.del(e.ID)
 			h.Lost(e.Err)
 		}
 	}
@@ -248,24 +255,25 @@ func (a *lockActor) onEvent(ev pubsub.Event) {
 // silently — and every owner field it may have written is released in Redis
 // whatever its count. The next incarnation starts empty.
 func (a *lockActor) abandon(err error) {
-	for _, t := range a.timers {
-		t.t.Stop()
+	for _, t := range a.timers.entries {
+		t.val.t.Stop()
 	}
-	clear(a.timers)
+	a.timers.reset()
 	if a.unsub != nil {
 		a.unsub()
 		a.unsub = nil
 	}
-	for id, h := range a.handles {
-		delete(a.handles, id)
-		h.Lost(err)
+	handles := a.handles.entries
+	a.handles.reset()
+	for _, h := range handles {
+		h.val.Lost(err)
 	}
 	s := a.sys
-	for field := range a.fields {
-		name := a.name
+	for _, f := range a.fields.entries {
+		field, name := f.key, a.name
 		s.call(func(ctx context.Context) {
 			s.cfg.Redis.Release(ctx, name, field, 0)
 		})
 	}
-	clear(a.fields)
+	a.fields.reset()
 }

@@ -126,6 +126,11 @@ type enqueueMsg struct {
 	handle lockactor.Handle
 }
 
+// lockMailbox makes the lock actors' mailboxes: lock-free linked queues,
+// which unlike protoactor's default ring buffers take no memory up front
+// (an idle holder's mailbox is empty almost all the time).
+var lockMailbox = protoactor.UnboundedLockfree()
+
 // Enqueue starts request req on the actor of name, spawning it if needed.
 func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle) (lockactor.Ref, error) {
 	s.mu.Lock()
@@ -138,7 +143,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 		e = &entry{}
 		e.pid = s.root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor {
 			return newLockActor(s, name)
-		}, protoactor.WithDispatcher(s.workers)))
+		}, protoactor.WithDispatcher(s.workers), protoactor.WithMailbox(lockMailbox)))
 		s.actors[name] = e
 	}
 	e.enqueues++

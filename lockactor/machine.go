@@ -2,6 +2,7 @@ package lockactor
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -126,6 +127,10 @@ type owner struct {
 	// yield: the owner's final release leaves local waiters behind, who let
 	// other processes compete for the lock before trying again.
 	yield bool
+	// current: the owner is the one its field's new requests go through (a
+	// newer owner of the same field, granted while this one's undo was in
+	// flight, supersedes it).
+	current bool
 }
 
 type subState uint8
@@ -145,10 +150,11 @@ const (
 type Machine struct {
 	cfg Config
 
-	reqs   map[ReqID]*request
+	// Small slices rather than maps: a lock has few requests and owners at
+	// a time, and a client may hold a hundred thousand locks.
+	reqs   []*request // live requests, in arrival order
 	queue  []*request // pending requests without a hold of their owner, FIFO
-	owners map[string]*owner
-	byGen  map[uint64]*owner
+	owners []*owner   // every owner with a hold or an op in Redis, by creation
 	nextID uint64
 
 	// The one acquire attempt in flight for the head of queue.
@@ -177,9 +183,6 @@ func New(cfg Config) *Machine {
 	cfg.setDefaults()
 	return &Machine{
 		cfg:     cfg,
-		reqs:    make(map[ReqID]*request),
-		owners:  make(map[string]*owner),
-		byGen:   make(map[uint64]*owner),
 		backoff: cfg.Backoff,
 	}
 }
@@ -193,12 +196,26 @@ func (m *Machine) Idle() bool {
 // Step applies one input at time now and returns the effects to carry out,
 // in order. The returned slice is reused by the next call.
 func (m *Machine) Step(now time.Time, msg Msg) []Effect {
-	m.out = m.out[:0]
+	m.out = m.StepInto(m.out[:0], now, msg)
+	return m.out
+}
+
+// StepInto is Step appending the effects to buf, which the machine does not
+// keep: a runtime with many machines shares its buffers among them.
+func (m *Machine) StepInto(buf []Effect, now time.Time, msg Msg) []Effect {
+	saved := m.out
+	m.out = buf
+	defer func() { m.out = saved }()
+	m.step(now, msg)
+	return m.out
+}
+
+func (m *Machine) step(now time.Time, msg Msg) {
 	switch msg.Kind {
 	case MsgEnqueue:
 		m.enqueue(now, msg.Req)
 	case MsgCancel:
-		if r := m.reqs[msg.ID]; r != nil {
+		if r := m.req(msg.ID); r != nil {
 			m.end(now, r, msg.Err)
 		}
 	case MsgRelease:
@@ -224,10 +241,39 @@ func (m *Machine) Step(now time.Time, msg Msg) []Effect {
 		}
 	}
 	m.kick(now)
-	return m.out
 }
 
 func (m *Machine) emit(e Effect) { m.out = append(m.out, e) }
+
+// req returns the live request id, or nil.
+func (m *Machine) req(id ReqID) *request {
+	for _, r := range m.reqs {
+		if r.ID == id {
+			return r
+		}
+	}
+	return nil
+}
+
+// ownerOf returns the owner that field's requests go through, or nil.
+func (m *Machine) ownerOf(field string) *owner {
+	for i := len(m.owners) - 1; i >= 0; i-- {
+		if o := m.owners[i]; o.field == field && o.current {
+			return o
+		}
+	}
+	return nil
+}
+
+// ownerGen returns the owner of generation gen, or nil.
+func (m *Machine) ownerGen(gen uint64) *owner {
+	for _, o := range m.owners {
+		if o.gen == gen {
+			return o
+		}
+	}
+	return nil
+}
 
 func (m *Machine) schedule(kind TimerKind, id uint64, at time.Time) {
 	m.emit(Effect{Kind: EffSchedule, Timer: TimerKey{kind, id}, At: at})
@@ -243,7 +289,7 @@ func (m *Machine) id() uint64 { m.nextID++; return m.nextID }
 
 func (m *Machine) enqueue(now time.Time, req Request) {
 	r := &request{Request: req, tryOnce: req.Wait == 0}
-	m.reqs[req.ID] = r
+	m.reqs = append(m.reqs, r)
 	if m.shutdown != nil {
 		m.finish(r, m.shutdown)
 		return
@@ -251,7 +297,7 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 	if req.Wait > 0 {
 		m.schedule(TimerWait, uint64(req.ID), now.Add(req.Wait))
 	}
-	if o := m.owners[req.Field]; o != nil && !o.undo {
+	if o := m.ownerOf(req.Field); o != nil && !o.undo {
 		o.waiting = append(o.waiting, r)
 		m.nextOp(now, o)
 		return
@@ -263,7 +309,7 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 func (m *Machine) end(now time.Time, r *request, err error) {
 	switch r.state {
 	case statePending:
-		if o := m.owners[r.Field]; r == m.attemptReq || (o != nil && o.opReq == r) {
+		if o := m.ownerOf(r.Field); r == m.attemptReq || (o != nil && o.opReq == r) {
 			// The outcome of its acquire is in flight; decide when it lands.
 			r.ending, r.endErr = true, err
 			return
@@ -282,7 +328,7 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 }
 
 func (m *Machine) release(now time.Time, id ReqID) {
-	r := m.reqs[id]
+	r := m.req(id)
 	if r == nil {
 		m.emit(Effect{Kind: EffReleaseDone, ID: id, Err: ErrNotHeld})
 		return
@@ -302,10 +348,11 @@ func (m *Machine) release(now time.Time, id ReqID) {
 // a pending request, which a Release always cancels; err otherwise, unless
 // the cause is the release itself), then closes Lost.
 func (m *Machine) finish(r *request, err error) {
-	if _, live := m.reqs[r.ID]; !live {
+	i := slices.Index(m.reqs, r)
+	if i < 0 {
 		return
 	}
-	delete(m.reqs, r.ID)
+	m.reqs = slices.Delete(m.reqs, i, i+1)
 	if r.Wait > 0 {
 		m.cancelTimer(TimerWait, uint64(r.ID))
 	}

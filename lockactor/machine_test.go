@@ -112,8 +112,8 @@ func TestUncontendedAcquireRenewRelease(t *testing.T) {
 	gen := uint64(0)
 	effs = d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, 0}})
 	none(t, effs, EffRenew) // unknown generation: ignored
-	for g := range d.m.byGen {
-		gen = g
+	for _, o := range d.m.owners {
+		gen = o.gen
 	}
 	effs = d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}})
 	r := one(t, effs, EffRenew)
@@ -437,8 +437,8 @@ func TestRenewalFindsOwnerGone(t *testing.T) {
 	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
 	d.step(granted(acq.Op, 1, 1))
 	var gen uint64
-	for g := range d.m.byGen {
-		gen = g
+	for _, o := range d.m.owners {
+		gen = o.gen
 	}
 	d.now = t0.Add(lease / 3)
 	r := one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}}), EffRenew)

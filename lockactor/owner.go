@@ -2,6 +2,7 @@ package lockactor
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -11,9 +12,11 @@ import (
 // at a time.
 
 func (m *Machine) newOwner(field string, count int64, token uint64) *owner {
-	o := &owner{gen: m.id(), field: field, count: count, token: token, backoff: m.cfg.Backoff}
-	m.owners[field] = o
-	m.byGen[o.gen] = o
+	if prev := m.ownerOf(field); prev != nil {
+		prev.current = false
+	}
+	o := &owner{gen: m.id(), field: field, count: count, token: token, backoff: m.cfg.Backoff, current: true}
+	m.owners = append(m.owners, o)
 	return o
 }
 
@@ -190,7 +193,7 @@ func (m *Machine) repeatOp(o *owner) {
 
 // undo removes a grant that may have happened for field, in the background.
 func (m *Machine) undo(now time.Time, field string, count int64, until time.Time) {
-	if o := m.owners[field]; o != nil {
+	if o := m.ownerOf(field); o != nil {
 		// The owner is busy in Redis already; its own ops settle the count.
 		return
 	}
@@ -356,10 +359,10 @@ func (m *Machine) dropHeld(o *owner, r *request) {
 // ownerLost ends owner o: its holders end with err, its waiting reentries go
 // back to the queue as fresh requests, its timers stop.
 func (m *Machine) ownerLost(now time.Time, o *owner, err error) {
-	if m.owners[o.field] == o {
-		delete(m.owners, o.field)
+	if i := slices.Index(m.owners, o); i >= 0 {
+		m.owners = slices.Delete(m.owners, i, i+1)
 	}
-	delete(m.byGen, o.gen)
+	o.current = false
 	m.stopRenewal(o)
 	m.cancelTimer(TimerDeadline, o.gen)
 	m.cancelTimer(TimerOpRetry, o.gen)

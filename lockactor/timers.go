@@ -1,14 +1,14 @@
 package lockactor
 
 import (
-	"sort"
+	"slices"
 	"time"
 )
 
 // Renewal, timers and shutdown.
 
 func (m *Machine) renewReply(now time.Time, msg Msg) {
-	o := m.byGen[msg.Op]
+	o := m.ownerGen(msg.Op)
 	if o == nil {
 		return
 	}
@@ -44,13 +44,13 @@ func (m *Machine) renewReply(now time.Time, msg Msg) {
 func (m *Machine) timer(now time.Time, k TimerKey) {
 	switch k.Kind {
 	case TimerWait:
-		if r := m.reqs[ReqID(k.ID)]; r != nil && r.state == statePending {
+		if r := m.req(ReqID(k.ID)); r != nil && r.state == statePending {
 			m.end(now, r, ErrWaitTimeout)
 		}
 	case TimerRetry:
 		m.blocked = false
 	case TimerRenew:
-		o := m.byGen[k.ID]
+		o := m.ownerGen(k.ID)
 		if o == nil || !o.watchdog {
 			return
 		}
@@ -65,7 +65,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 			m.emit(Effect{Kind: EffRenew, Op: o.gen, Field: o.field, Lease: o.lease})
 		}
 	case TimerDeadline:
-		o := m.byGen[k.ID]
+		o := m.ownerGen(k.ID)
 		if o == nil {
 			return
 		}
@@ -83,7 +83,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 		}
 		m.ownerLost(now, o, ErrLeaseExpired)
 	case TimerOpRetry:
-		o := m.byGen[k.ID]
+		o := m.ownerGen(k.ID)
 		if o == nil || o.op == opNone {
 			return
 		}
@@ -112,13 +112,8 @@ func (m *Machine) close(now time.Time, err error) {
 	for _, r := range append([]*request(nil), m.queue...) {
 		m.end(now, r, err)
 	}
-	// In a fixed order (of creation), so that a run is reproducible.
-	owners := make([]*owner, 0, len(m.owners))
-	for _, o := range m.owners {
-		owners = append(owners, o)
-	}
-	sort.Slice(owners, func(i, j int) bool { return owners[i].gen < owners[j].gen })
-	for _, o := range owners {
+	// In the order of creation, so that a run is reproducible.
+	for _, o := range slices.Clone(m.owners) {
 		if o.opReq != nil && o.opReq.state == statePending {
 			o.opReq.ending, o.opReq.endErr = true, err
 		}

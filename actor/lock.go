@@ -163,6 +163,14 @@ func (a *lockActor) send(msg any) {
 	a.sys.root.Send(a.self, msg)
 }
 
+// reply delivers a script call's reply, as the last thing the call's
+// goroutine does: the actor's turn runs on it (see pool.tailBegin).
+func (a *lockActor) reply(msg lockactor.Msg) {
+	a.sys.workers.tailBegin()
+	a.send(msg)
+	a.sys.workers.tailEnd()
+}
+
 func (a *lockActor) apply(e lockactor.Effect) {
 	s := a.sys
 	switch e.Kind {
@@ -171,20 +179,20 @@ func (a *lockActor) apply(e lockactor.Effect) {
 		name, op := a.name, e.Op
 		s.call(func(ctx context.Context) {
 			res, err := s.cfg.Redis.Acquire(ctx, name, e.Field, e.Lease, e.Expected)
-			a.send(lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
+			a.reply(lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
 		})
 	case lockactor.EffRelease:
 		name, op := a.name, e.Op
 		s.call(func(ctx context.Context) {
 			left, err := s.cfg.Redis.Release(ctx, name, e.Field, e.Expected)
-			a.send(lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: left, Err: err, Fault: s.cfg.Redis.Classify(err)})
+			a.reply(lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: left, Err: err, Fault: s.cfg.Redis.Classify(err)})
 		})
 	case lockactor.EffHandoff:
 		a.fields.set(e.To, struct{}{})
 		name, op := a.name, e.Op
 		s.call(func(ctx context.Context) {
 			left, res, err := s.cfg.Redis.Handoff(ctx, name, e.Field, e.To, e.Lease)
-			a.send(lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Left: left, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
+			a.reply(lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Left: left, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
 		})
 	case lockactor.EffRenew:
 		op := e.Op

@@ -17,6 +17,11 @@ type pool struct {
 	// idle holds the hand-off channels of parked workers, most recent last.
 	idle   []chan func()
 	closed bool
+	// tails counts the goroutines between tailBegin and tailEnd: each will
+	// run one function of queued before it returns, so Go hands work to
+	// them rather than waking a parked worker.
+	tails  int
+	queued []func()
 }
 
 // maxIdle bounds the parked workers; extra ones exit.
@@ -29,9 +34,15 @@ func (p *pool) Schedule(fn func()) { p.Go(fn) }
 // before yielding its goroutine.
 func (p *pool) Throughput() int { return p.throughput }
 
-// Go runs fn on a parked worker, or a new one.
+// Go runs fn on a goroutine about to finish (see tailBegin), on a parked
+// worker, or on a new one.
 func (p *pool) Go(fn func()) {
 	p.mu.Lock()
+	if len(p.queued) < p.tails {
+		p.queued = append(p.queued, fn)
+		p.mu.Unlock()
+		return
+	}
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]
 		p.idle = p.idle[:n-1]
@@ -59,6 +70,33 @@ func (p *pool) work(fn func()) {
 		if fn = <-next; fn == nil {
 			return
 		}
+	}
+}
+
+// tailBegin and tailEnd bracket the last thing a pool goroutine does, when
+// that thing hands work to the pool: typically a script call's reply, which
+// schedules the lock actor's mailbox. The work runs on this goroutine at
+// tailEnd instead of waking a parked worker: one goroutine wake-up less per
+// Redis call.
+func (p *pool) tailBegin() {
+	p.mu.Lock()
+	p.tails++
+	p.mu.Unlock()
+}
+
+func (p *pool) tailEnd() {
+	p.mu.Lock()
+	p.tails--
+	var fn func()
+	if n := len(p.queued); n > p.tails {
+		fn = p.queued[0]
+		copy(p.queued, p.queued[1:])
+		p.queued[n-1] = nil
+		p.queued = p.queued[:n-1]
+	}
+	p.mu.Unlock()
+	if fn != nil {
+		fn()
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -63,7 +64,9 @@ type System struct {
 	calls       context.Context
 	cancelCalls context.CancelFunc
 	inflight    sync.WaitGroup // script calls in flight
-	workers     *pool          // goroutines of the actors and their calls
+	bucket      atomic.Pointer[callBucket]
+	bucketMu    sync.Mutex // serializes the replacement of bucket
+	workers     *pool      // goroutines of the actors and their calls
 	props       *protoactor.Props
 
 	mu     sync.Mutex // guards the fields below
@@ -246,17 +249,43 @@ func (s *System) Close(ctx context.Context) error {
 }
 
 // call runs fn in a goroutine owned by the System with a context that ends
-// after CallTimeout on the injected clock, or when the System aborts calls.
+// after CallTimeout (up to one wheel tick more) on the injected clock, or
+// when the System aborts calls.
 func (s *System) call(fn func(ctx context.Context)) {
 	s.inflight.Add(1)
+	ctx := s.callContext()
 	s.workers.Go(func() {
 		defer s.inflight.Done()
-		ctx, cancel := context.WithCancel(s.calls)
-		t := s.cfg.Wheel.Schedule(s.cfg.Clock.Now().Add(s.cfg.CallTimeout), cancel)
 		fn(ctx)
-		t.Stop()
-		cancel()
 	})
+}
+
+// callContext returns a context that ends between CallTimeout and
+// CallTimeout plus one wheel tick from now. Calls made within one tick share
+// it — one context and one wheel timer per tick instead of per call.
+func (s *System) callContext() context.Context {
+	now := s.cfg.Clock.Now()
+	due := now.Add(s.cfg.CallTimeout)
+	if b := s.bucket.Load(); b != nil && !b.until.Before(due) {
+		return b.ctx
+	}
+	s.bucketMu.Lock()
+	defer s.bucketMu.Unlock()
+	if b := s.bucket.Load(); b != nil && !b.until.Before(due) {
+		return b.ctx
+	}
+	b := &callBucket{until: due.Add(s.cfg.Wheel.Tick())}
+	var cancel context.CancelFunc
+	b.ctx, cancel = context.WithCancel(s.calls)
+	s.cfg.Wheel.Schedule(b.until, cancel)
+	s.bucket.Store(b)
+	return b.ctx
+}
+
+// callBucket is the context of the script calls made within one wheel tick.
+type callBucket struct {
+	until time.Time
+	ctx   context.Context
 }
 
 // closing reports whether Close has begun.

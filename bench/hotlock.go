@@ -38,7 +38,10 @@ func runHotlock(e *env) error {
 }
 
 // hold is one acquisition: who, its place in the lock's order, and when it
-// was acquired and released (the return of Lock and of Release).
+// was acquired (the return of Lock) and released (the call of Release: the
+// moment the holder gives the lock up, so that a library whose Release
+// returns only after the next holder has the lock is not credited with a
+// handoff that took no time).
 type hold struct {
 	seq      int64
 	g        int
@@ -90,11 +93,12 @@ func hotlockRound(ctx context.Context, e *env, lib string, round int, warm, dur 
 					overlaps.Add(1)
 				}
 				inside.Add(-1)
+				rel := time.Now()
 				if err := release(h); err != nil {
 					errs[g]++
 					lastErr.Store(fmt.Sprint(err))
 				}
-				logs[g] = append(logs[g], hold{seq: n, g: g, acq: acq, rel: time.Now()})
+				logs[g] = append(logs[g], hold{seq: n, g: g, acq: acq, rel: rel})
 			}
 		}(g, cls[g%hotClients])
 	}
@@ -129,9 +133,7 @@ func hotlockRound(ctx context.Context, e *env, lib string, round int, warm, dur 
 		if cur.g == prev.g {
 			self++
 		}
-		// The next holder can return from Lock before the releaser returns
-		// from Release: that handoff took no time after the release.
-		lat = append(lat, max(0, cur.acq.Sub(prev.rel)))
+		lat = append(lat, cur.acq.Sub(prev.rel))
 	}
 	if handoffs == 0 {
 		return fmt.Errorf("no handoff in %v", dur)

@@ -1,19 +1,33 @@
 package actor
 
-import "sync"
+import (
+	"runtime"
+	"sync"
+)
 
-// pool runs functions on reused goroutines. Lock actors hop between
-// goroutines for every message batch and every script call; a fresh
-// goroutine each time would pay for its creation and for growing its stack
-// through rueidis's call path again and again. A pool keeps warm ones.
+// pool runs the runtime's work on goroutines it owns, all of which end at
+// close. It has two kinds:
 //
-// It also serves as protoactor's Dispatcher for the lock actors, so every
-// goroutine of the runtime is owned here and ends at close.
+//   - runners, at most maxRunners, take the lock actors' turns from a FIFO
+//     run queue (pool is protoactor's Dispatcher for them). A turn never
+//     blocks, so a few runners keep the cores busy however many actors are
+//     ready — a wheel tick that fires thousands of renewals queues thousands
+//     of turns, not thousands of goroutines whose stacks grow and die.
+//   - workers run script calls (Go), which block for a round trip. Parked
+//     workers are reused: a fresh goroutine each time would pay for its
+//     creation and for growing its stack through rueidis's call path.
 type pool struct {
 	throughput int
+	maxRunners int
 
 	wg sync.WaitGroup
 	mu sync.Mutex // guards the fields below
+	// runq[runHead:] are the turns waiting for a runner.
+	runq    []func()
+	runHead int
+	runners int // runner goroutines started and not ended
+	parked  int // runners waiting on wake
+	wake    sync.Cond
 	// idle holds the hand-off channels of parked workers, most recent last.
 	idle   []chan func()
 	closed bool
@@ -27,8 +41,69 @@ type pool struct {
 // maxIdle bounds the parked workers; extra ones exit.
 const maxIdle = 512
 
-// Schedule implements protoactor's Dispatcher: runs fn on a pool goroutine.
-func (p *pool) Schedule(fn func()) { p.Go(fn) }
+// newPool returns a pool whose actors handle throughput messages a turn, on
+// as many runners as the Go scheduler has processors (at least two).
+func newPool(throughput int) *pool {
+	p := &pool{throughput: throughput, maxRunners: max(2, runtime.GOMAXPROCS(0))}
+	p.wake.L = &p.mu
+	return p
+}
+
+// Schedule implements protoactor's Dispatcher: runs the actor turn fn on a
+// goroutine about to finish (see tailBegin) or on a runner.
+func (p *pool) Schedule(fn func()) {
+	p.mu.Lock()
+	if len(p.queued) < p.tails {
+		p.queued = append(p.queued, fn)
+		p.mu.Unlock()
+		return
+	}
+	p.runq = append(p.runq, fn)
+	switch {
+	case p.parked > 0:
+		p.wake.Signal()
+	case p.runners < p.maxRunners:
+		p.runners++
+		p.wg.Add(1)
+		go p.run()
+	}
+	p.mu.Unlock()
+}
+
+// run is a runner: it takes turns from the run queue until the pool closes.
+func (p *pool) run() {
+	defer p.wg.Done()
+	p.mu.Lock()
+	for {
+		if p.runHead < len(p.runq) {
+			fn := p.runq[p.runHead]
+			p.runq[p.runHead] = nil
+			p.runHead++
+			switch {
+			case p.runHead == len(p.runq):
+				p.runq, p.runHead = p.runq[:0], 0
+			case p.runHead >= 1024 && p.runHead*2 >= len(p.runq):
+				// Under steady load the queue may never empty: drop the
+				// consumed prefix so it does not grow without bound.
+				n := copy(p.runq, p.runq[p.runHead:])
+				clear(p.runq[n:])
+				p.runq, p.runHead = p.runq[:n], 0
+			}
+			p.mu.Unlock()
+			fn()
+			p.mu.Lock()
+			continue
+		}
+		if p.closed {
+			p.runners--
+			p.mu.Unlock()
+			return
+		}
+		p.parked++
+		p.wake.Wait()
+		p.parked--
+	}
+}
 
 // Throughput implements protoactor's Dispatcher: messages an actor handles
 // before yielding its goroutine.
@@ -100,11 +175,13 @@ func (p *pool) tailEnd() {
 	}
 }
 
-// close ends the parked workers and waits for the busy ones to finish.
-// Go must not be called after close.
+// close ends the parked workers and the runners, once the run queue is
+// empty, and waits for the busy ones to finish. Go and Schedule must not be
+// called after close.
 func (p *pool) close() {
 	p.mu.Lock()
 	p.closed = true
+	p.wake.Broadcast()
 	for _, w := range p.idle {
 		close(w)
 	}

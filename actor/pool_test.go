@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 )
@@ -8,7 +9,7 @@ import (
 // A function scheduled between
 // tailBegin and tailEnd runs on the scheduling goroutine, inside tailEnd.
 func TestPoolTailRunsWorkOnTheCaller(t *testing.T) {
-	p := &pool{throughput: 1}
+	p := newPool(1)
 	defer p.close()
 
 	ran := false
@@ -31,7 +32,7 @@ func TestPoolTailRunsWorkOnTheCaller(t *testing.T) {
 }
 
 func TestPoolTailTakesOneEachAndNothingIsLost(t *testing.T) {
-	p := &pool{throughput: 1}
+	p := newPool(1)
 	defer p.close()
 
 	const tails, jobs = 8, 200
@@ -80,5 +81,62 @@ func TestPoolTailTakesOneEachAndNothingIsLost(t *testing.T) {
 	defer p.mu.Unlock()
 	if p.tails != 0 || len(p.queued) != 0 {
 		t.Fatalf("tails %d, queued %d after all tails ended", p.tails, len(p.queued))
+	}
+}
+
+// Actor turns run on at most maxRunners goroutines, in the order they were
+// scheduled when there is one runner, and close ends the runners.
+func TestPoolRunnersBoundTurnsAndKeepOrder(t *testing.T) {
+	p := newPool(1)
+	p.maxRunners = 3
+
+	const turns = 5000
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	running, most := 0, 0
+	wg.Add(turns)
+	for range turns {
+		p.Schedule(func() {
+			mu.Lock()
+			running++
+			most = max(most, running)
+			mu.Unlock()
+			runtime.Gosched()
+			mu.Lock()
+			running--
+			mu.Unlock()
+			wg.Done()
+		})
+	}
+	wg.Wait()
+	if most > p.maxRunners {
+		t.Errorf("%d turns ran at once, want at most %d", most, p.maxRunners)
+	}
+	p.close()
+	if p.runners != 0 || p.parked != 0 {
+		t.Fatalf("after close: %d runners, %d parked", p.runners, p.parked)
+	}
+
+	one := newPool(1)
+	one.maxRunners = 1
+	var order []int
+	done := make(chan struct{})
+	for i := range turns {
+		one.Schedule(func() {
+			order = append(order, i) // one runner: no data race
+			if i == turns-1 {
+				close(done)
+			}
+		})
+	}
+	<-done
+	one.close()
+	for i, v := range order {
+		if v != i {
+			t.Fatalf("turn %d ran as number %d: not FIFO", v, i)
+		}
+	}
+	if len(order) != turns {
+		t.Fatalf("%d of %d turns ran", len(order), turns)
 	}
 }

@@ -97,7 +97,7 @@ func New(cfg Config) *System {
 		root:        as.Root,
 		calls:       ctx,
 		cancelCalls: cancel,
-		workers:     &pool{throughput: 300},
+		workers:     newPool(300),
 		actors:      make(map[string]*entry),
 	}
 	if s.cfg.IdleTimeout <= 0 {

@@ -32,8 +32,8 @@ type pool struct {
 	idle   []chan func()
 	closed bool
 	// tails counts the goroutines between tailBegin and tailEnd: each will
-	// run one function of queued before it returns, so Go hands work to
-	// them rather than waking a parked worker.
+	// run one function of queued before it returns, so Go and Schedule
+	// hand work to them rather than waking a parked worker or a runner.
 	tails  int
 	queued []func()
 }
@@ -53,8 +53,7 @@ func newPool(throughput int) *pool {
 // goroutine about to finish (see tailBegin) or on a runner.
 func (p *pool) Schedule(fn func()) {
 	p.mu.Lock()
-	if len(p.queued) < p.tails {
-		p.queued = append(p.queued, fn)
+	if p.toTailLocked(fn) {
 		p.mu.Unlock()
 		return
 	}
@@ -113,8 +112,7 @@ func (p *pool) Throughput() int { return p.throughput }
 // worker, or on a new one.
 func (p *pool) Go(fn func()) {
 	p.mu.Lock()
-	if len(p.queued) < p.tails {
-		p.queued = append(p.queued, fn)
+	if p.toTailLocked(fn) {
 		p.mu.Unlock()
 		return
 	}
@@ -157,6 +155,16 @@ func (p *pool) tailBegin() {
 	p.mu.Lock()
 	p.tails++
 	p.mu.Unlock()
+}
+
+// toTailLocked queues fn for a goroutine between tailBegin and tailEnd, if
+// one has no work queued yet.
+func (p *pool) toTailLocked(fn func()) bool {
+	if len(p.queued) >= p.tails {
+		return false
+	}
+	p.queued = append(p.queued, fn)
+	return true
 }
 
 func (p *pool) tailEnd() {

@@ -171,27 +171,29 @@ func (a *lockActor) reply(msg lockactor.Msg) {
 	a.sys.workers.tailEnd()
 }
 
+// The closures below capture copies of e's fields, never e itself, which
+// would move every Effect applied to the heap.
 func (a *lockActor) apply(e lockactor.Effect) {
 	s := a.sys
 	switch e.Kind {
 	case lockactor.EffAcquire:
 		a.fields.set(e.Field, struct{}{})
-		name, op := a.name, e.Op
+		name, op, field, lease, expected := a.name, e.Op, e.Field, e.Lease, e.Expected
 		s.call(func(ctx context.Context) {
-			res, err := s.cfg.Redis.Acquire(ctx, name, e.Field, e.Lease, e.Expected)
+			res, err := s.cfg.Redis.Acquire(ctx, name, field, lease, expected)
 			a.reply(lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
 		})
 	case lockactor.EffRelease:
-		name, op := a.name, e.Op
+		name, op, field, expected := a.name, e.Op, e.Field, e.Expected
 		s.call(func(ctx context.Context) {
-			left, err := s.cfg.Redis.Release(ctx, name, e.Field, e.Expected)
+			left, err := s.cfg.Redis.Release(ctx, name, field, expected)
 			a.reply(lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: left, Err: err, Fault: s.cfg.Redis.Classify(err)})
 		})
 	case lockactor.EffHandoff:
 		a.fields.set(e.To, struct{}{})
-		name, op := a.name, e.Op
+		name, op, from, to, lease := a.name, e.Op, e.Field, e.To, e.Lease
 		s.call(func(ctx context.Context) {
-			left, res, err := s.cfg.Redis.Handoff(ctx, name, e.Field, e.To, e.Lease)
+			left, res, err := s.cfg.Redis.Handoff(ctx, name, from, to, lease)
 			a.reply(lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Left: left, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
 		})
 	case lockactor.EffRenew:

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// A function scheduled between
-// tailBegin and tailEnd runs on the scheduling goroutine, inside tailEnd.
+// A function scheduled between tailBegin and tailEnd runs on the goroutine
+// that began the tail, inside tailEnd.
 func TestPoolTailRunsWorkOnTheCaller(t *testing.T) {
 	p := newPool(1)
 	defer p.close()
@@ -31,6 +31,8 @@ func TestPoolTailRunsWorkOnTheCaller(t *testing.T) {
 	p.tailEnd() // nothing queued: returns at once
 }
 
+// Each open tail takes one function; the rest go to workers, and every
+// function runs once.
 func TestPoolTailTakesOneEachAndNothingIsLost(t *testing.T) {
 	p := newPool(1)
 	defer p.close()

@@ -15,11 +15,12 @@ package renewal
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // ErrClosed is given to Done for items added after Close.
@@ -141,7 +142,7 @@ func (b *Batcher) send(batch []Item) {
 	args := make([]string, 0, 2*len(batch))
 	for i, it := range batch {
 		keys[i] = it.Key
-		args = append(args, it.Field, formatMillis(it.Lease))
+		args = append(args, it.Field, scripts.Millis(it.Lease))
 	}
 	sent := b.cfg.Clock.Now()
 	renewed, err := b.cfg.Exec(b.cfg.Context, keys, args)
@@ -169,13 +170,4 @@ func (b *Batcher) Close() {
 		it.Done(time.Time{}, false, ErrClosed)
 	}
 	b.wg.Wait()
-}
-
-// formatMillis renders d in whole milliseconds, at least 1.
-func formatMillis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }

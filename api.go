@@ -138,11 +138,16 @@ func New(cfg Config) (*Client, error) {
 	cfg.setDefaults()
 	redis := actor.NewRueidis(cfg.Redis)
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
+	// Renewals still in flight when the Client closes are aborted, like
+	// every other script call.
+	renewCtx, cancelRenewals := context.WithCancel(context.Background())
 	renew := renewal.New(renewal.Config{
-		Clock: cfg.Clock,
-		After: func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
-		Exec:  redis.Renew,
-		Group: redis.Group(),
+		Clock:   cfg.Clock,
+		After:   func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
+		Exec:    redis.Renew,
+		Group:   redis.Group(),
+		Context: renewCtx,
+		Timeout: cfg.CallTimeout,
 	})
 	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
 	sys := actor.New(actor.Config{
@@ -156,7 +161,7 @@ func New(cfg Config) (*Client, error) {
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, eng: sys, closers: []func(){renew.Close, subs.Close, wheel.Stop}}, nil
+	return &Client{cfg: cfg, eng: sys, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {

@@ -57,6 +57,10 @@ type Config struct {
 	// Context bounds every call; its cancellation aborts calls in flight.
 	// Default context.Background().
 	Context context.Context
+	// Timeout bounds each call, on Clock, like any other script call of the
+	// runtime: a renewal stuck on a dead connection fails in time for the
+	// watchdog to try again before the lease runs out. Zero: no bound.
+	Timeout time.Duration
 }
 
 // Batcher gathers renewals and sends them in batches.
@@ -145,7 +149,13 @@ func (b *Batcher) send(batch []Item) {
 		args = append(args, it.Field, scripts.Millis(it.Lease))
 	}
 	sent := b.cfg.Clock.Now()
-	renewed, err := b.cfg.Exec(b.cfg.Context, keys, args)
+	ctx := b.cfg.Context
+	if b.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = b.cfg.Clock.WithTimeout(ctx, b.cfg.Timeout)
+		defer cancel()
+	}
+	renewed, err := b.cfg.Exec(ctx, keys, args)
 	if err == nil && len(renewed) != len(batch) {
 		err = errors.New("renewal: reply length differs from batch length")
 	}

@@ -1,6 +1,7 @@
 package lockactor
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -124,6 +125,9 @@ type owner struct {
 
 	renewNext     time.Time // next renewal on the absolute grid sent + k*lease/3
 	renewInFlight bool
+	// renewErr is the error of the last failed renewal, cleared by a
+	// success: a lease that runs out says what kept the watchdog from Redis.
+	renewErr error
 	// yield: the owner's final release leaves local waiters behind, who let
 	// other processes compete for the lock before trying again.
 	yield bool
@@ -172,6 +176,9 @@ type Machine struct {
 
 	blocked  bool // the lock is held elsewhere; wait for a wake-up or the retry timer
 	backoff  time.Duration
+	// attemptErr is the error of the last failed attempt, cleared by an
+	// answer: a wait that runs out says what kept it from Redis.
+	attemptErr error
 	sub      subState
 	shutdown error
 
@@ -211,6 +218,9 @@ func (m *Machine) StepInto(buf []Effect, now time.Time, msg Msg) []Effect {
 }
 
 func (m *Machine) step(now time.Time, msg Msg) {
+	if msg.Fault == Permanent && msg.Err != nil && !errors.Is(msg.Err, ErrRedis) {
+		msg.Err = fmt.Errorf("%w: %w", ErrRedis, msg.Err)
+	}
 	switch msg.Kind {
 	case MsgEnqueue:
 		m.enqueue(now, msg.Req)
@@ -466,6 +476,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg) {
 		if msg.Fault == Ambiguous {
 			r.ambiguous = true
 		}
+		m.attemptErr = msg.Err
 		if r.ending {
 			if r.ambiguous {
 				m.undo(now, r.Field, 1, sent.Add(r.Lease))
@@ -478,10 +489,11 @@ func (m *Machine) attemptReply(now time.Time, msg Msg) {
 		return
 	case Permanent:
 		m.removeWaiting(r)
-		m.finish(r, fmt.Errorf("holdfast: acquire: %w", msg.Err))
+		m.finish(r, msg.Err)
 		return
 	}
 	m.backoff = m.cfg.Backoff
+	m.attemptErr = nil
 	res := msg.Acquire
 	switch res.Code {
 	case scripts.AcquireGranted:

@@ -228,7 +228,7 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg) {
 		return
 	case Permanent:
 		o.waiting = append([]*request{r}, o.waiting...)
-		m.ownerLost(now, o, fmt.Errorf("%w: %v", ErrNotOwner, msg.Err))
+		m.ownerLost(now, o, msg.Err)
 		return
 	}
 	o.backoff = m.cfg.Backoff
@@ -299,7 +299,7 @@ func (m *Machine) releaseReply(now time.Time, msg Msg) {
 		return
 	}
 	if msg.Fault == Permanent {
-		m.releaseSettled(now, o, r, 0, fmt.Errorf("%w: %v", ErrNotOwner, msg.Err))
+		m.releaseSettled(now, o, r, 0, msg.Err)
 		return
 	}
 	o.backoff = m.cfg.Backoff

@@ -174,13 +174,13 @@ type Machine struct {
 	streak      int
 	streakStart time.Time
 
-	blocked  bool // the lock is held elsewhere; wait for a wake-up or the retry timer
-	backoff  time.Duration
+	blocked bool // the lock is held elsewhere; wait for a wake-up or the retry timer
+	backoff time.Duration
 	// attemptErr is the error of the last failed attempt, cleared by an
 	// answer: a wait that runs out says what kept it from Redis.
 	attemptErr error
-	sub      subState
-	shutdown error
+	sub        subState
+	shutdown   error
 
 	out []Effect
 }

@@ -3,6 +3,7 @@ package holdfast_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -115,7 +116,8 @@ func TestMissingACLRightsEndTheLockAtOnce(t *testing.T) {
 		{"other keys", strings.Replace(aclRules, "~holdfast:*", "~app:*", 1), "NOPERM"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := holdfast.New(holdfast.Config{Redis: aclClient(t, srv, "limited", tc.rules)})
+			logs := &records{}
+			c, err := holdfast.New(holdfast.Config{Redis: aclClient(t, srv, "limited", tc.rules), Logger: slog.New(logs)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -132,6 +134,9 @@ func TestMissingACLRightsEndTheLockAtOnce(t *testing.T) {
 				t.Fatalf("Lock ended with %v, want ErrRedis with %q", err, tc.want)
 			}
 			t.Logf("ended after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			if a, ok := logs.find(slog.LevelWarn, "refused"); !ok || a["name"] != "denied" || !strings.Contains(a["cause"], tc.want) {
+				t.Fatalf("Warn log %v (found %v), want the name and the refusal", a, ok)
+			}
 		})
 	}
 }

@@ -15,9 +15,11 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/holdfast/holdfast/actor"
 	"github.com/holdfast/holdfast/internal/clientkit"
+	"github.com/holdfast/holdfast/internal/observe"
 	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/renewal"
@@ -57,6 +59,10 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// MeterProvider receives the Client's metrics (see README, Metrics):
+	// acquisitions by outcome, wait and hold times, renewals, lost holds,
+	// held and waiting Locks, Redis call latency. Default: none recorded.
+	MeterProvider metric.MeterProvider
 }
 
 // DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
@@ -123,6 +129,7 @@ func (c *Config) machine() lockactor.Config {
 type Client struct {
 	cfg     Config
 	eng     clientkit.Engine
+	obs     *observe.Observer
 	closers []func() // run after the engine closes, in order
 	nextID  atomic.Uint64
 
@@ -136,7 +143,11 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	redis := actor.NewRueidis(cfg.Redis)
+	obs, err := observe.New(cfg.Logger, cfg.MeterProvider, cfg.Clock)
+	if err != nil {
+		return nil, err
+	}
+	redis := obs.Redis(actor.NewRueidis(cfg.Redis))
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
 	// Renewals still in flight when the Client closes are aborted, like
 	// every other script call.
@@ -161,7 +172,7 @@ func New(cfg Config) (*Client, error) {
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, eng: sys, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
+	return &Client{cfg: cfg, eng: sys, obs: obs, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {
@@ -175,7 +186,11 @@ func init() {
 			return nil, err
 		}
 		c.setDefaults()
-		return &Client{cfg: c, eng: e, closers: closers}, nil
+		obs, err := observe.New(c.Logger, c.MeterProvider, c.Clock)
+		if err != nil {
+			return nil, err
+		}
+		return &Client{cfg: c, eng: e, obs: obs, closers: closers}, nil
 	}
 }
 
@@ -234,7 +249,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
-	ref, err := c.eng.Enqueue(name, req, handle{l})
+	ref, err := c.eng.Enqueue(name, req, handle{l, c.obs.Start(name, req.Field)})
 	if err != nil {
 		l.end(err)
 		return l
@@ -416,9 +431,13 @@ func (l *Lock) end(err error) {
 }
 
 // handle is the actor's side of a Lock: it implements lockactor.Handle.
-type handle struct{ l *Lock }
+type handle struct {
+	l   *Lock
+	obs *observe.Hold
+}
 
 func (h handle) Acquired(token uint64, deadline time.Time) {
+	h.obs.Granted(token)
 	h.l.token.Store(token)
 	h.l.deadline.Store(deadline.UnixNano())
 	close(h.l.acquired)
@@ -432,4 +451,7 @@ func (h handle) ReleaseDone(err error) {
 	h.l.mu.Unlock()
 }
 
-func (h handle) Lost(err error) { h.l.end(err) }
+func (h handle) Lost(err error) {
+	h.obs.Ended(err)
+	h.l.end(err)
+}

@@ -69,6 +69,7 @@ type World struct {
 	mock    *clock.Mock
 	calls   map[uint64]*call
 	history []Event
+	tokens  map[holdRef]uint64 // the token of each Lock held now
 	// generation counts data roll-backs (failover with loss, restart): fencing
 	// tokens are only promised to increase within one generation.
 	generation int
@@ -129,7 +130,8 @@ func New(cfg Config) *World {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 200 * time.Millisecond
 	}
-	w := &World{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), now: Start, calls: make(map[uint64]*call)}
+	w := &World{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), now: Start, calls: make(map[uint64]*call),
+		tokens: make(map[holdRef]uint64)}
 	w.mock = clock.NewMock()
 	w.mock.Set(Start)
 	for i := 0; i <= cfg.Replicas; i++ {
@@ -385,7 +387,7 @@ type Event struct {
 	Client   string
 	Name     string
 	Field    string
-	Token    uint64
+	Token    uint64    // the hold's fencing token (Acquired and Renewed)
 	Deadline time.Time // the holder's validity deadline, on its own clock
 	// DeadlineAt is Deadline in World time (they differ for a drifting clock).
 	DeadlineAt time.Time
@@ -397,9 +399,34 @@ type Event struct {
 	RanAt time.Time
 	// ExpiresAt is when Redis would expire the lock key, as the call whose
 	// reply made this grant or renewal left it (zero when unknown).
-	ExpiresAt  time.Time
-	Err        error
+	ExpiresAt time.Time
+	Err       error
+	// Generation is the data generation the script whose reply brought this
+	// event ran in (the World's generation when no reply did): a reply
+	// delivered after a roll-back still belongs to the data it was made from.
 	Generation int
+}
+
+// holdRef names one Lock call of one client.
+type holdRef struct {
+	client string
+	req    uint64
+}
+
+// record appends e to the history. Renewals carry the token of the hold
+// they extend (the machine's deadline effect does not), so that a checker
+// can tell a renewal of an old hold from a fresh grant.
+func (w *World) record(e Event) {
+	ref := holdRef{e.Client, e.Req}
+	switch e.Kind {
+	case Acquired:
+		w.tokens[ref] = e.Token
+	case Renewed:
+		e.Token = w.tokens[ref]
+	case Lost:
+		delete(w.tokens, ref)
+	}
+	w.history = append(w.history, e)
 }
 
 // History returns every grant and end of a Lock so far, in order.

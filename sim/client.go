@@ -236,7 +236,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffAcquire:
 		op := e.Op
 		keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
-		args := []string{e.Field, millis(e.Lease), strconv.FormatInt(e.Expected, 10)}
+		args := []string{e.Field, scripts.Millis(e.Lease), strconv.FormatInt(e.Expected, 10)}
 		w.send(c, scripts.Acquire, keys, args, func(r Reply, f lockactor.Fault) {
 			msg := lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Fault: f, Err: r.errOrNil()}
 			if f == lockactor.NoFault {
@@ -258,7 +258,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffHandoff:
 		op := e.Op
 		keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
-		w.send(c, scripts.Handoff, keys, []string{e.Field, e.To, millis(e.Lease)}, func(r Reply, f lockactor.Fault) {
+		w.send(c, scripts.Handoff, keys, []string{e.Field, e.To, scripts.Millis(e.Lease)}, func(r Reply, f lockactor.Fault) {
 			msg := lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Fault: f, Err: r.errOrNil()}
 			if f == lockactor.NoFault {
 				left, res, err := decodeHandoff(r)
@@ -271,7 +271,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 		})
 	case lockactor.EffRenew:
 		op, sent := e.Op, c.now()
-		w.send(c, scripts.Renew, []string{scripts.LockKey(name)}, []string{e.Field, millis(e.Lease)},
+		w.send(c, scripts.Renew, []string{scripts.LockKey(name)}, []string{e.Field, scripts.Millis(e.Lease)},
 			func(r Reply, f lockactor.Fault) {
 				renewed := f == lockactor.NoFault && len(r.Array) == 1 && r.Array[0].Int == 1
 				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Fault: f, Err: r.errOrNil()})
@@ -367,12 +367,4 @@ func decodeHandoff(r Reply) (int64, lockactor.AcquireResult, error) {
 		vals[i] = x.Int
 	}
 	return lockactor.DecodeHandoff(vals)
-}
-
-func millis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }

@@ -137,7 +137,7 @@ func (r ref) Send(kind lockactor.MsgKind, err error) {
 	c.w.external(func() {
 		c.w.at(c.w.now, c, func() {
 			if m := c.machines[r.name]; m != nil && m.handles[r.id] != nil {
-				c.w.history = append(c.w.history, Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
+				c.w.record(Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
 					Client: c.id, Name: r.name, Field: m.fields[r.id], Generation: c.w.generation})
 			}
 			c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
@@ -300,16 +300,16 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffUnsubscribe:
 		m.subscribed = false
 	case lockactor.EffAcquired:
-		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
 			GrantedAt: c.execAt, RanAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.Acquired(e.Token, e.At)
 		}
 	case lockactor.EffDeadline:
-		w.history = append(w.history, Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
-			RanAt: c.execAt, Generation: w.generation})
+			RanAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.SetDeadline(e.At)
 		}
@@ -318,7 +318,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 			h.ReleaseDone(e.Err)
 		}
 	case lockactor.EffLost:
-		w.history = append(w.history, Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Err: e.Err, Generation: w.generation})
 		if h := m.handles[e.ID]; h != nil {
 			delete(m.handles, e.ID)

@@ -268,9 +268,10 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
-	ref, err := c.eng.Enqueue(name, req, handle{l, c.obs.Start(name, req.Field)})
+	h := handle{l, c.obs.Start(name, req.Field)}
+	ref, err := c.eng.Enqueue(name, req, h)
 	if err != nil {
-		l.end(err)
+		h.Lost(err)
 		return l
 	}
 	l.ref = ref

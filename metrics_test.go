@@ -169,3 +169,19 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A Lock refused at once (the Client is closed) counts as an acquisition
+// ended with that outcome and leaves no waiting Lock behind.
+func TestMetricsOfALockAfterClose(t *testing.T) {
+	srv := redistest.Start(t)
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	c := newClient(t, srv, holdfast.Config{MeterProvider: mp})
+	c.Close()
+	mustLose(t, c.Lock(context.Background(), "late"), holdfast.ErrClosed)
+	m := metrics(t, reader)
+	if m["holdfast.waiting{}"] != 0 || m["holdfast.acquisitions{outcome=closed}"] != 1 {
+		t.Fatalf("collected %v, want waiting 0 and one closed acquisition", m)
+	}
+}

@@ -268,10 +268,10 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
-	h := handle{l, c.obs.Start(name, req.Field)}
-	ref, err := c.eng.Enqueue(name, req, h)
+	c.obs.Start(&l.obs, name, req.Field)
+	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {
-		h.Lost(err)
+		handle{l}.Lost(err)
 		return l
 	}
 	l.ref = ref
@@ -337,6 +337,7 @@ type Lock struct {
 	ref      lockactor.Ref
 	token    atomic.Uint64
 	deadline atomic.Int64 // UnixNano
+	obs      observe.Hold // touched by Lock, then by the actor only
 
 	mu          sync.Mutex // guards the fields below
 	err         error
@@ -496,13 +497,10 @@ func (l *Lock) end(err error) {
 }
 
 // handle is the actor's side of a Lock: it implements lockactor.Handle.
-type handle struct {
-	l   *Lock
-	obs *observe.Hold
-}
+type handle struct{ l *Lock }
 
 func (h handle) Acquired(token uint64, deadline time.Time) {
-	h.obs.Granted(token)
+	h.l.obs.Granted(token)
 	h.l.token.Store(token)
 	h.l.deadline.Store(deadline.UnixNano())
 	close(h.l.acquired)
@@ -517,6 +515,6 @@ func (h handle) ReleaseDone(err error) {
 }
 
 func (h handle) Lost(err error) {
-	h.obs.Ended(err)
+	h.l.obs.Ended(err)
 	h.l.end(err)
 }

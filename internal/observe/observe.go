@@ -35,6 +35,9 @@ const ScopeName = "github.com/holdfast/holdfast"
 type Observer struct {
 	log *slog.Logger
 	clk clock.Clock
+	// metrics is false without a MeterProvider: the instruments are no-ops
+	// then, and skipping them spares the lock path their argument slices.
+	metrics bool
 
 	acquisitions metric.Int64Counter
 	waitTime     metric.Float64Histogram
@@ -58,11 +61,11 @@ const logEvery = time.Second
 // New returns an Observer logging to log (required) and recording on mp
 // (nil: no metrics).
 func New(log *slog.Logger, mp metric.MeterProvider, clk clock.Clock) (*Observer, error) {
+	o := &Observer{log: log, clk: clk, metrics: mp != nil, lastLog: make(map[string]time.Time)}
 	if mp == nil {
 		mp = noop.NewMeterProvider()
 	}
 	m := mp.Meter(ScopeName)
-	o := &Observer{log: log, clk: clk, lastLog: make(map[string]time.Time)}
 	var errs []error
 	add := func(err error) { errs = append(errs, err) }
 	var err error
@@ -130,8 +133,10 @@ func Cause(err error) string {
 	return "other"
 }
 
-// Hold follows one Lock call from Lock to its end. Its methods are called
-// by the lock's actor, one at a time (Granted before Ended).
+// Hold follows one Lock call from Lock to its end. It lives inside the
+// caller's Lock, so following a Lock allocates nothing. Start is called
+// by Lock; Granted and Ended by the lock's actor, one at a time (Granted
+// before Ended).
 type Hold struct {
 	o       *Observer
 	name    string
@@ -139,44 +144,61 @@ type Hold struct {
 	started time.Time
 	granted time.Time
 	token   uint64
+	held    bool
 }
 
-// Start notes a new pending Lock of field on name.
-func (o *Observer) Start(name, field string) *Hold {
-	o.waiting.Add(context.Background(), 1)
-	return &Hold{o: o, name: name, field: field, started: o.clk.Now()}
+// Start notes a new pending Lock of field on name, in h.
+func (o *Observer) Start(h *Hold, name, field string) {
+	*h = Hold{o: o, name: name, field: field}
+	if o.metrics {
+		h.started = o.clk.Now()
+		o.waiting.Add(context.Background(), 1)
+	}
 }
 
 // Granted notes the grant with its fencing token.
 func (h *Hold) Granted(token uint64) {
 	o, ctx := h.o, context.Background()
-	h.granted, h.token = o.clk.Now(), token
-	o.waiting.Add(ctx, -1)
-	o.held.Add(ctx, 1)
-	o.acquisitions.Add(ctx, 1, outcomeGranted)
-	o.waitTime.Record(ctx, h.granted.Sub(h.started).Seconds())
-	o.log.Debug("holdfast: lock granted", "name", h.name, "owner", h.field, "token", token)
+	h.held, h.token = true, token
+	if o.metrics {
+		h.granted = o.clk.Now()
+		o.waiting.Add(ctx, -1)
+		o.held.Add(ctx, 1)
+		o.acquisitions.Add(ctx, 1, outcomeGranted)
+		o.waitTime.Record(ctx, h.granted.Sub(h.started).Seconds())
+	}
+	if o.log.Enabled(ctx, slog.LevelDebug) {
+		o.log.Debug("holdfast: lock granted", "name", h.name, "owner", h.field, "token", token)
+	}
 }
 
 // Ended notes the end of the Lock, with the cause it ended with.
 func (h *Hold) Ended(err error) {
 	o, ctx := h.o, context.Background()
 	cause := Cause(err)
-	if h.granted.IsZero() {
-		o.waiting.Add(ctx, -1)
-		o.acquisitions.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", cause)))
+	if !h.held {
+		if o.metrics {
+			o.waiting.Add(ctx, -1)
+			o.acquisitions.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", cause)))
+		}
 		if cause == "redis_error" {
 			o.log.Warn("holdfast: lock refused by Redis", "name", h.name, "owner", h.field, "cause", err)
 		}
 		return
 	}
-	o.held.Add(ctx, -1)
-	o.holdTime.Record(ctx, o.clk.Now().Sub(h.granted).Seconds())
+	if o.metrics {
+		o.held.Add(ctx, -1)
+		o.holdTime.Record(ctx, o.clk.Now().Sub(h.granted).Seconds())
+	}
 	switch cause {
 	case "released", "context", "closed":
-		o.log.Debug("holdfast: lock released", "name", h.name, "owner", h.field, "token", h.token, "cause", err)
+		if o.log.Enabled(ctx, slog.LevelDebug) {
+			o.log.Debug("holdfast: lock released", "name", h.name, "owner", h.field, "token", h.token, "cause", err)
+		}
 	default:
-		o.lost.Add(ctx, 1, metric.WithAttributes(attribute.String("cause", cause)))
+		if o.metrics {
+			o.lost.Add(ctx, 1, metric.WithAttributes(attribute.String("cause", cause)))
+		}
 		o.log.Warn("holdfast: lock lost", "name", h.name, "owner", h.field, "token", h.token, "cause", err)
 	}
 }

@@ -33,20 +33,33 @@ type redis struct {
 	o *Observer
 }
 
+// now returns the start time of a call: the zero time when no latency is
+// recorded.
+func (r *redis) now() time.Time {
+	if !r.o.metrics {
+		return time.Time{}
+	}
+	return r.o.clk.Now()
+}
+
 func (r *redis) done(script, name, field string, start time.Time, err error) {
 	o := r.o
-	attrs := callAttrs[script]
-	if err == nil {
-		o.calls.Record(context.Background(), o.clk.Since(start).Seconds(), attrs[0])
-		return
+	if o.metrics {
+		attrs := callAttrs[script]
+		result := attrs[0]
+		if err != nil {
+			result = attrs[1]
+		}
+		o.calls.Record(context.Background(), o.clk.Since(start).Seconds(), result)
 	}
-	o.calls.Record(context.Background(), o.clk.Since(start).Seconds(), attrs[1])
-	o.callFailed(script, name, field, r.Classify(err), err)
+	if err != nil {
+		o.callFailed(script, name, field, r.Classify(err), err)
+	}
 }
 
 // Acquire implements actor.Redis.
 func (r *redis) Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error) {
-	start := r.o.clk.Now()
+	start := r.now()
 	res, err := r.Redis.Acquire(ctx, name, field, lease, expected)
 	r.done("acquire", name, field, start, err)
 	return res, err
@@ -54,7 +67,7 @@ func (r *redis) Acquire(ctx context.Context, name, field string, lease time.Dura
 
 // Release implements actor.Redis.
 func (r *redis) Release(ctx context.Context, name, field string, expected int64) (int64, error) {
-	start := r.o.clk.Now()
+	start := r.now()
 	left, err := r.Redis.Release(ctx, name, field, expected)
 	r.done("release", name, field, start, err)
 	return left, err
@@ -62,7 +75,7 @@ func (r *redis) Release(ctx context.Context, name, field string, expected int64)
 
 // Handoff implements actor.Redis.
 func (r *redis) Handoff(ctx context.Context, name, from, to string, lease time.Duration) (int64, lockactor.AcquireResult, error) {
-	start := r.o.clk.Now()
+	start := r.now()
 	left, res, err := r.Redis.Handoff(ctx, name, from, to, lease)
 	r.done("handoff", name, to, start, err)
 	return left, res, err
@@ -72,12 +85,17 @@ func (r *redis) Handoff(ctx context.Context, name, from, to string, lease time.D
 // Each hold in it counts as one renewal.
 func (r *redis) Renew(ctx context.Context, keys, args []string) ([]bool, error) {
 	o := r.o
-	start := o.clk.Now()
+	start := r.now()
 	renewed, err := r.Redis.Renew(ctx, keys, args)
+	if !o.metrics && err == nil {
+		return renewed, err
+	}
 	bg := context.Background()
 	if err != nil {
-		o.calls.Record(bg, o.clk.Since(start).Seconds(), callAttrs["renew"][1])
-		o.renewals.Add(bg, int64(len(keys)), renewFailed)
+		if o.metrics {
+			o.calls.Record(bg, o.clk.Since(start).Seconds(), callAttrs["renew"][1])
+			o.renewals.Add(bg, int64(len(keys)), renewFailed)
+		}
 		fault := r.Classify(err)
 		for i, k := range keys {
 			o.callFailed("renew", nameOf(k), args[2*i], fault, err)

@@ -24,6 +24,8 @@ type ClientConfig struct {
 	// HandoffLimit and HandoffWindow as in holdfast.Config.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// WaiterTimeout as in holdfast.Config. Default 5s.
+	WaiterTimeout time.Duration
 }
 
 // Client is the World's side of one simulated holdfast Client: the engine
@@ -68,7 +70,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 		cfg.WatchdogTimeout = 3 * time.Second
 	}
 	c := &Client{w: w, id: cfg.ID, drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
-		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow}}
+		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow, WaiterTimeout: cfg.WaiterTimeout}}
 	pub, err := clientkit.NewClient(holdfast.Config{
 		Clock:           w.mock,
 		WatchdogTimeout: cfg.WatchdogTimeout,
@@ -76,6 +78,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 		CallTimeout:     w.cfg.CallTimeout,
 		HandoffLimit:    cfg.HandoffLimit,
 		HandoffWindow:   cfg.HandoffWindow,
+		WaiterTimeout:   cfg.WaiterTimeout,
 	}, c)
 	if err != nil {
 		panic(fmt.Sprintf("sim: NewClient: %v", err))

@@ -79,8 +79,8 @@ func TestExecWithPassword(t *testing.T) {
 	}{
 		{"redis://ops:Wrong-Secret-99@" + srv.Addr, "Wrong-Secret-99", exitNoPerm}, // WRONGPASS
 		{"redis://:Wrong-Secret-99@" + srv.Addr, "Wrong-Secret-99", exitNoPerm},    // default user, off
-		{"redis://" + srv.Addr, "", exitNoPerm},                                   // NOAUTH
-		{"redis://ops:Wrong/Secret#99@" + srv.Addr, "Secret", exitUsage},          // malformed
+		{"redis://" + srv.Addr, "", exitNoPerm},                                    // NOAUTH
+		{"redis://ops:Wrong/Secret#99@" + srv.Addr, "Secret", exitUsage},           // malformed
 		{"redis://ops:Wrong-Secret-99@" + srv.Addr + "/x/y", "Wrong-Secret-99", exitUsage},
 	} {
 		r := runHoldfast(t, "exec", "--redis", tc.url, "guarded", "--", "true")

@@ -95,14 +95,21 @@ func TestExecWithPassword(t *testing.T) {
 }
 
 // A user that may not run scripts is told so (exit 77), not left waiting.
-func TestStatusNotPermitted(t *testing.T) {
+func TestNotPermitted(t *testing.T) {
 	srv := startPasswordServer(t)
-	r := runHoldfast(t, "status", "--redis", "redis://scriptless:No-Scripts-42@"+srv.Addr, "guarded")
-	if r.code != exitNoPerm || !strings.Contains(r.stderr, "NOPERM") {
-		t.Fatalf("exit %d, stderr %q; want %d and the server's NOPERM", r.code, r.stderr, exitNoPerm)
-	}
-	if strings.Contains(r.stderr, "No-Scripts-42") {
-		t.Fatalf("stderr shows the password: %q", r.stderr)
+	url := "redis://scriptless:No-Scripts-42@" + srv.Addr
+	for _, args := range [][]string{
+		{"status", "--redis", url, "guarded"},
+		{"exec", "--redis", url, "guarded", "--", "true"}, // no --wait: it would wait forever
+	} {
+		r := runHoldfast(t, args...)
+		if r.code != exitNoPerm || !strings.Contains(r.stderr, "NOPERM") {
+			t.Errorf("holdfast %s: exit %d, stderr %q; want %d and the server's NOPERM", args[0], r.code, r.stderr, exitNoPerm)
+		}
+		if strings.Contains(r.stderr, "No-Scripts-42") {
+			t.Errorf("holdfast %s: stderr shows the password: %q", args[0], r.stderr)
+		}
+		t.Logf("holdfast %s -> exit %d: %s", args[0], r.code, strings.TrimSpace(r.stderr))
 	}
 }
 

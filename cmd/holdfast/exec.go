@@ -155,6 +155,14 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 		return exitUsage, err
 	}
 	defer c.Close()
+	// One read of NAME's keys through a script finds a user without the
+	// rights a lock needs now, rather than after a silent wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err = c.Inspect(ctx, o.name)
+	cancel()
+	if err != nil {
+		return 0, redisFailure("cannot use lock "+strconv.Quote(o.name), err)
+	}
 
 	signals := make(chan os.Signal, 8)
 	signal.Notify(signals, forwarded...)

@@ -52,7 +52,7 @@ func NewRueidis(client rueidis.Client) *Rueidis {
 // Acquire implements Redis.
 func (r *Rueidis) Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error) {
 	keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
-	args := []string{field, millis(lease), strconv.FormatInt(expected, 10)}
+	args := []string{field, scripts.Millis(lease), strconv.FormatInt(expected, 10)}
 	vals, err := r.acquire.Exec(ctx, r.client, keys, args).AsIntSlice()
 	if err != nil {
 		return lockactor.AcquireResult{}, err
@@ -70,7 +70,7 @@ func (r *Rueidis) Release(ctx context.Context, name, field string, expected int6
 // Handoff implements Redis.
 func (r *Rueidis) Handoff(ctx context.Context, name, from, to string, lease time.Duration) (int64, lockactor.AcquireResult, error) {
 	keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
-	vals, err := r.handoff.Exec(ctx, r.client, keys, []string{from, to, millis(lease)}).AsIntSlice()
+	vals, err := r.handoff.Exec(ctx, r.client, keys, []string{from, to, scripts.Millis(lease)}).AsIntSlice()
 	if err != nil {
 		return 0, lockactor.AcquireResult{}, err
 	}
@@ -124,14 +124,6 @@ func ClassifyRueidis(err error) lockactor.Fault {
 		return lockactor.Transient
 	}
 	return lockactor.Ambiguous
-}
-
-func millis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }
 
 // Slot is the Redis Cluster slot of key (CRC16 of its hash tag, mod 16384).

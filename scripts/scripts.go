@@ -18,7 +18,9 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Lua sources, embedded from the .lua files beside this file.
@@ -45,6 +47,16 @@ const (
 	ReleaseNotOwner = -1
 	ReleaseMismatch = -2
 )
+
+// Millis renders a lease as the scripts take it: whole milliseconds, at
+// least 1 (PEXPIRE refuses 0, and a lease below 1ms is never meant).
+func Millis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}
 
 // MaxNameLen is the longest lock name accepted, in bytes.
 const MaxNameLen = 1024

@@ -137,7 +137,7 @@ func (r ref) Send(kind lockactor.MsgKind, err error) {
 	c.w.external(func() {
 		c.w.at(c.w.now, c, func() {
 			if m := c.machines[r.name]; m != nil && m.handles[r.id] != nil {
-				c.w.history = append(c.w.history, Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
+				c.w.record(Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
 					Client: c.id, Name: r.name, Field: m.fields[r.id], Generation: c.w.generation})
 			}
 			c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
@@ -236,7 +236,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffAcquire:
 		op := e.Op
 		keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
-		args := []string{e.Field, millis(e.Lease), strconv.FormatInt(e.Expected, 10)}
+		args := []string{e.Field, scripts.Millis(e.Lease), strconv.FormatInt(e.Expected, 10)}
 		w.send(c, scripts.Acquire, keys, args, func(r Reply, f lockactor.Fault) {
 			msg := lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Fault: f, Err: r.errOrNil()}
 			if f == lockactor.NoFault {
@@ -258,7 +258,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffHandoff:
 		op := e.Op
 		keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
-		w.send(c, scripts.Handoff, keys, []string{e.Field, e.To, millis(e.Lease)}, func(r Reply, f lockactor.Fault) {
+		w.send(c, scripts.Handoff, keys, []string{e.Field, e.To, scripts.Millis(e.Lease)}, func(r Reply, f lockactor.Fault) {
 			msg := lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Fault: f, Err: r.errOrNil()}
 			if f == lockactor.NoFault {
 				left, res, err := decodeHandoff(r)
@@ -271,7 +271,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 		})
 	case lockactor.EffRenew:
 		op, sent := e.Op, c.now()
-		w.send(c, scripts.Renew, []string{scripts.LockKey(name)}, []string{e.Field, millis(e.Lease)},
+		w.send(c, scripts.Renew, []string{scripts.LockKey(name)}, []string{e.Field, scripts.Millis(e.Lease)},
 			func(r Reply, f lockactor.Fault) {
 				renewed := f == lockactor.NoFault && len(r.Array) == 1 && r.Array[0].Int == 1
 				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Fault: f, Err: r.errOrNil()})
@@ -300,16 +300,16 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffUnsubscribe:
 		m.subscribed = false
 	case lockactor.EffAcquired:
-		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
 			GrantedAt: c.execAt, RanAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.Acquired(e.Token, e.At)
 		}
 	case lockactor.EffDeadline:
-		w.history = append(w.history, Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
-			RanAt: c.execAt, Generation: w.generation})
+			RanAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.SetDeadline(e.At)
 		}
@@ -318,7 +318,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 			h.ReleaseDone(e.Err)
 		}
 	case lockactor.EffLost:
-		w.history = append(w.history, Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Err: e.Err, Generation: w.generation})
 		if h := m.handles[e.ID]; h != nil {
 			delete(m.handles, e.ID)
@@ -367,12 +367,4 @@ func decodeHandoff(r Reply) (int64, lockactor.AcquireResult, error) {
 		vals[i] = x.Int
 	}
 	return lockactor.DecodeHandoff(vals)
-}
-
-func millis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }

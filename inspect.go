@@ -46,7 +46,7 @@ const (
 )
 
 // errNoRedis answers Inspect, ForceUnlock and Names on a Client without a
-// Redis client of its own (the simulator's, or one not made by New).
+// Redis client of its own (the simulator's).
 var errNoRedis = fmt.Errorf("%w: Client has no Redis client to inspect with", ErrInvalidOption)
 
 // Inspect reads what Redis shows of the lock name: its kind, holders, TTL,
@@ -153,7 +153,9 @@ func (c *Client) inspectable(ctx context.Context) (rueidis.Client, error) {
 	switch {
 	case ctx == nil:
 		return nil, fmt.Errorf("%w: nil context", ErrInvalidOption)
-	case c == nil || c.cfg.Redis == nil:
+	case !c.usable():
+		return nil, errNoClient
+	case c.cfg.Redis == nil:
 		return nil, errNoRedis
 	}
 	return c.cfg.Redis, nil

@@ -1,6 +1,14 @@
 package main
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"net"
 	"os"
 	"os/exec"
@@ -103,4 +111,75 @@ func TestClusterURL(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "job:held  lock") || !strings.Contains(r.stdout, "job:1     free") {
 		t.Fatalf("status on the cluster: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
+}
+
+// exec runs over TLS with a rediss:// URL; without skip_verify the
+// self-signed certificate is refused.
+func TestTLSURL(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeSelfSigned(t, dir)
+	addr := deadAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command("redis-server", "--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no",
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", certFile,
+		"--tls-auth-clients", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitUntil(t, "TLS port "+addr, func() bool {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+
+	r := runHoldfast(t, "exec", "--redis", "rediss://"+addr+"?skip_verify=true", "secure", "--", "sh", "-c", "echo $HOLDFAST_TOKEN")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
+		t.Fatalf("exec over TLS: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runHoldfast(t, "exec", "--redis", "rediss://"+addr, "secure", "--", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "certificate") {
+		t.Fatalf("a self-signed certificate was accepted without skip_verify: exit %d, stderr %q", r.code, r.stderr)
+	}
+	t.Logf("without skip_verify: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
+}
+
+// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// as PEM files in dir.
+func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "holdfast test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
 }

@@ -120,22 +120,25 @@ func (c *Client) Names(ctx context.Context, pattern string) ([]string, error) {
 		return nil, err
 	}
 	seen := map[string]bool{}
-	// Nodes includes replicas on a cluster; seen drops their duplicates.
+	// Nodes includes replicas on a cluster; seen drops their duplicates, and
+	// those of kinds that mark a name held with the same key.
 	for addr, node := range rdb.Nodes() {
-		var cursor uint64
-		for {
-			entry, err := node.Do(ctx, node.B().Scan().Cursor(cursor).
-				Match(scripts.LockKeyPattern(pattern)).Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				return nil, fmt.Errorf("holdfast: scanning %s: %w", addr, err)
-			}
-			for _, key := range entry.Elements {
-				if name, ok := scripts.NameOfLockKey(key); ok {
-					seen[name] = true
+		for _, k := range lockKinds {
+			var cursor uint64
+			for {
+				entry, err := node.Do(ctx, node.B().Scan().Cursor(cursor).
+					Match(k.heldKeyPattern(pattern)).Count(1000).Build()).AsScanEntry()
+				if err != nil {
+					return nil, fmt.Errorf("holdfast: scanning %s: %w", addr, err)
 				}
-			}
-			if cursor = entry.Cursor; cursor == 0 {
-				break
+				for _, key := range entry.Elements {
+					if name, ok := k.nameOfHeldKey(key); ok {
+						seen[name] = true
+					}
+				}
+				if cursor = entry.Cursor; cursor == 0 {
+					break
+				}
 			}
 		}
 	}
@@ -174,10 +177,21 @@ type lockKind struct {
 	// forceUnlock frees name if it is held as this kind, raising its fence
 	// and waking its waiters, and reports whether it did.
 	forceUnlock func(ctx context.Context, rdb rueidis.Client, name string) (freed bool, err error)
+	// heldKeyPattern is the SCAN MATCH pattern of the keys that exist while
+	// a name matching glob is held as this kind; nameOfHeldKey maps such a
+	// key back to its name (false for other keys the pattern catches).
+	heldKeyPattern func(glob string) string
+	nameOfHeldKey  func(key string) (string, bool)
 }
 
 var lockKinds = []lockKind{
-	{kind: KindLock, inspect: inspectReentrant, forceUnlock: forceUnlockReentrant},
+	{
+		kind:           KindLock,
+		inspect:        inspectReentrant,
+		forceUnlock:    forceUnlockReentrant,
+		heldKeyPattern: scripts.LockKeyPattern,
+		nameOfHeldKey:  scripts.NameOfLockKey,
+	},
 }
 
 var (

@@ -17,10 +17,11 @@ import (
 
 // aclRules are the rights holdfast needs, as README states them: the lock
 // scripts and the commands they run, on holdfast's keys and channels, plus
-// pub/sub and the connection handshake.
+// pub/sub, SCAN (Client.Names), GET (Inspect's fence) and the connection
+// handshake.
 const aclRules = "resetkeys ~holdfast:* resetchannels &holdfast:* -@all " +
-	"+evalsha +eval +exists +get +hget +hset +hincrby +hdel +hexists +incr +pexpire +pttl +publish " +
-	"+subscribe +unsubscribe +ping +hello +client|tracking"
+	"+evalsha +eval +exists +get +del +hget +hset +hincrby +hdel +hexists +hlen +hgetall +incr +pexpire +pttl +time +publish " +
+	"+subscribe +unsubscribe +scan +ping +hello +client|tracking"
 
 // TestREADMEStatesTheACLRules keeps the documented ACL line and the one the
 // tests run as the same.
@@ -98,7 +99,30 @@ func TestCorePathWithExactlyTheACLRules(t *testing.T) {
 	if waiter.Token() <= held.Token() {
 		t.Fatalf("token %d after %d", waiter.Token(), held.Token())
 	}
-	if err := waiter.Release(context.Background()); err != nil {
+
+	// The operator calls, with the same rights.
+	info, err := a.Inspect(context.Background(), "acl")
+	if err != nil || len(info.Holders) != 1 || info.Fence != waiter.Token() {
+		t.Fatalf("Inspect: %+v, %v", info, err)
+	}
+	if names, err := a.Names(context.Background(), "acl*"); err != nil || len(names) != 1 || names[0] != "acl" {
+		t.Fatalf("Names: %v, %v", names, err)
+	}
+	if err := a.ForceUnlock(context.Background(), "acl"); err != nil {
+		t.Fatalf("ForceUnlock: %v", err)
+	}
+	mustLose(t, waiter, holdfast.ErrNotOwner) // at its next renewal
+
+	// The fair lock, with the same rights.
+	fair := a.FairLock(context.Background(), "acl-fair")
+	mustAcquire(t, fair)
+	fairWaiter := b.FairLock(context.Background(), "acl-fair")
+	time.Sleep(lease / 3) // queued in Redis, keeping its place alive
+	if err := fair.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, fairWaiter)
+	if err := fairWaiter.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	noLockKeys(t, srv)

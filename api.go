@@ -60,6 +60,13 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// WaiterTimeout bounds how long a dead process keeps its places in fair
+	// lock queues (FairLock): live waiters renew their places every
+	// WaiterTimeout/3, so a crashed process's waiters all leave within
+	// WaiterTimeout, and a grant its waiter does not confirm within
+	// WaiterTimeout passes to the next waiter. Default 5s; at least
+	// MinLease.
+	WaiterTimeout time.Duration
 	// MeterProvider receives the Client's metrics (see README, Metrics):
 	// acquisitions by outcome, wait and hold times, renewals, lost holds,
 	// held and waiting Locks, Redis call latency. Default: none recorded.
@@ -89,6 +96,8 @@ func (c *Config) validateOptions() error {
 	switch {
 	case c.WatchdogTimeout != 0 && checkLease("WatchdogTimeout", c.WatchdogTimeout) != nil:
 		return checkLease("WatchdogTimeout", c.WatchdogTimeout)
+	case c.WaiterTimeout != 0 && checkLease("WaiterTimeout", c.WaiterTimeout) != nil:
+		return checkLease("WaiterTimeout", c.WaiterTimeout)
 	case c.CallTimeout < 0:
 		return fmt.Errorf("%w: negative CallTimeout", ErrInvalidOption)
 	case c.HandoffWindow < 0:
@@ -117,11 +126,18 @@ func (c *Config) setDefaults() {
 	if c.CallTimeout == 0 {
 		c.CallTimeout = defaultCallTimeout
 	}
+	if c.WaiterTimeout == 0 {
+		c.WaiterTimeout = DefaultWaiterTimeout
+	}
 }
+
+// DefaultWaiterTimeout is Config.WaiterTimeout's default.
+const DefaultWaiterTimeout = lockactor.DefaultWaiterTimeout
 
 // machine is the lock state machines' configuration.
 func (c *Config) machine() lockactor.Config {
-	return lockactor.Config{Slack: wheelTick, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow}
+	return lockactor.Config{Slack: wheelTick, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow,
+		WaiterTimeout: c.WaiterTimeout}
 }
 
 // Client hands out Locks on one Redis deployment. It runs one actor per lock
@@ -240,6 +256,12 @@ func (c *Client) Close() error {
 // Bad input (see ErrInvalidName, ErrInvalidOption) and a closed Client give a
 // Lock that is already over, its Err saying why.
 func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
+	return c.request(ctx, name, lockactor.Reentrant, 0, opts)
+}
+
+// request starts a Lock call of the given kind and mode: the body every
+// kind's entry point (Lock, FairLock, …) shares.
+func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind, mode uint8, opts []Option) *Lock {
 	l := newLock(name)
 	o := lockOptions{wait: -1}
 	for _, opt := range opts {
@@ -264,6 +286,8 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 		Lease:    o.lease,
 		Watchdog: o.lease == 0,
 		Wait:     o.wait,
+		Kind:     kind,
+		Mode:     mode,
 	}
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout

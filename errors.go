@@ -35,4 +35,8 @@ var (
 	// script error, NOAUTH. The Lock ends at once; the error wraps the
 	// server's reply. See README's ACL rules.
 	ErrRedis = lockactor.ErrRedis
+	// ErrWrongKind: the name is held or queued as another kind of lock.
+	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
+	// use as one kind refuses the others at once.
+	ErrWrongKind = lockactor.ErrWrongKind
 )

@@ -1,8 +1,10 @@
 package lockactor
 
-import "github.com/holdfast/holdfast/scripts"
+import (
+	"errors"
 
-import "errors"
+	"github.com/holdfast/holdfast/scripts"
+)
 
 // The causes a request ends with. Package holdfast exports the same values
 // (holdfast.ErrReleased == lockactor.ErrReleased), so errors.Is works across.
@@ -19,4 +21,7 @@ var (
 	// unknown command, WRONGTYPE, a script error, NOAUTH): the request ends
 	// at once with it, the server's text following.
 	ErrRedis = errors.New("holdfast: Redis refused the call")
+	// ErrWrongKind: the name is held or queued as another kind of lock
+	// (Lock, FairLock, ReadLock/WriteLock share one name space).
+	ErrWrongKind = errors.New("holdfast: lock name in use as another kind of lock")
 )

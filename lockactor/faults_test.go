@@ -13,7 +13,7 @@ func TestPermanentReplyEndsWithErrRedis(t *testing.T) {
 	d := newDriver(t)
 	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
 	denied := errors.New("NOPERM User u has no permissions to run the 'hincrby' command")
-	effs := d.step(Msg{Kind: MsgAcquireReply, Op: acq.Op, Fault: Permanent, Err: denied})
+	effs := d.step(Msg{Kind: MsgReply, Op: acq.Op, Fault: Permanent, Err: denied})
 	l := one(t, effs, EffLost)
 	if !errors.Is(l.Err, ErrRedis) || !errors.Is(l.Err, denied) || !strings.Contains(l.Err.Error(), "'hincrby'") {
 		t.Fatalf("lost %v, want ErrRedis wrapping the server's reply", l.Err)
@@ -66,7 +66,7 @@ func TestSpentWaitWrapsTheLastAttemptError(t *testing.T) {
 	d := newDriver(t)
 	acq := one(t, d.enqueue(1, "c:a", time.Second), EffAcquire)
 	refused := errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
-	effs := d.step(Msg{Kind: MsgAcquireReply, Op: acq.Op, Fault: Transient, Err: refused})
+	effs := d.step(Msg{Kind: MsgReply, Op: acq.Op, Fault: Transient, Err: refused})
 	none(t, effs, EffLost)
 	d.now = t0.Add(time.Second)
 	l := one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerWait, 1}}), EffLost)
@@ -78,7 +78,7 @@ func TestSpentWaitWrapsTheLastAttemptError(t *testing.T) {
 func TestAnsweredAttemptForgetsTheError(t *testing.T) {
 	d := newDriver(t)
 	acq := one(t, d.enqueue(1, "c:a", time.Second), EffAcquire)
-	d.step(Msg{Kind: MsgAcquireReply, Op: acq.Op, Fault: Transient, Err: errors.New("LOADING")})
+	d.step(Msg{Kind: MsgReply, Op: acq.Op, Fault: Transient, Err: errors.New("LOADING")})
 	d.now = t0.Add(500 * time.Millisecond)
 	acq = one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRetry, 0}}), EffAcquire)
 	d.step(held(acq.Op, 10*time.Second))

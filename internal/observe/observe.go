@@ -16,7 +16,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -207,7 +206,7 @@ func (h *Hold) Ended(err error) {
 // every time, anything else at most once per name per logEvery.
 func (o *Observer) callFailed(script, name, field string, fault lockactor.Fault, err error) {
 	if fault == lockactor.Permanent {
-		o.log.Warn("holdfast: Redis refused a call", "script", script, "name", name, "owner", field, "cause", err)
+		o.log.Warn("holdfast: Redis refused a call", "script", script, "name", name, "cause", err)
 		return
 	}
 	if !o.mayLog(name) {
@@ -216,6 +215,10 @@ func (o *Observer) callFailed(script, name, field string, fault lockactor.Fault,
 	level := slog.LevelInfo
 	if script == "renew" {
 		level = slog.LevelWarn
+	}
+	if field == "" {
+		o.log.Log(context.Background(), level, "holdfast: Redis call failed, retrying", "script", script, "name", name, "cause", err)
+		return
 	}
 	o.log.Log(context.Background(), level, "holdfast: Redis call failed, retrying", "script", script, "name", name, "owner", field, "cause", err)
 }
@@ -239,10 +242,4 @@ func (o *Observer) mayLog(name string) bool {
 		}
 	}
 	return true
-}
-
-// nameOf returns the lock name of a lock key (holdfast:{NAME}).
-func nameOf(key string) string {
-	key = strings.TrimPrefix(key, "holdfast:{")
-	return strings.TrimSuffix(key, "}")
 }

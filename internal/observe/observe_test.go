@@ -48,8 +48,10 @@ func TestTransientErrorsLogOncePerNamePerSecond(t *testing.T) {
 
 func TestNameOf(t *testing.T) {
 	for _, name := range []string{"a", "orders:{42}", "x}y"} {
-		if got := nameOf("holdfast:{" + name + "}"); got != name {
-			t.Errorf("nameOf(key of %q) = %q", name, got)
+		for _, key := range []string{"holdfast:{" + name + "}", "holdfast:{" + name + "}:fence"} {
+			if got := nameOf(key); got != name {
+				t.Errorf("nameOf(%q) = %q, want %q", key, got, name)
+			}
 		}
 	}
 }

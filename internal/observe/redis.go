@@ -2,116 +2,114 @@ package observe
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/holdfast/holdfast/actor"
-	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // callAttrs holds the prebuilt attribute sets of script-call latency, by
 // script and by whether the call returned an error.
-var callAttrs = func() map[string][2]metric.RecordOption {
-	m := make(map[string][2]metric.RecordOption)
-	for _, s := range []string{"acquire", "release", "handoff", "renew"} {
+var callAttrs = func() map[*scripts.Script][2]metric.RecordOption {
+	m := make(map[*scripts.Script][2]metric.RecordOption)
+	for _, s := range scripts.All() {
 		m[s] = [2]metric.RecordOption{
-			metric.WithAttributeSet(attribute.NewSet(attribute.String("script", s), attribute.String("result", "ok"))),
-			metric.WithAttributeSet(attribute.NewSet(attribute.String("script", s), attribute.String("result", "error"))),
+			metric.WithAttributeSet(attribute.NewSet(attribute.String("script", s.Name), attribute.String("result", "ok"))),
+			metric.WithAttributeSet(attribute.NewSet(attribute.String("script", s.Name), attribute.String("result", "error"))),
 		}
 	}
 	return m
 }()
 
 // Redis wraps r so that every script call's latency is recorded and every
-// failure logged. The runtime uses it in place of r.
-func (o *Observer) Redis(r actor.Redis) actor.Redis { return &redis{r, o} }
+// failure logged. The runtime uses it in place of r, for the actors' calls
+// and, through Renew, for the renewal batches.
+func (o *Observer) Redis(r actor.Redis) *Redis { return &Redis{r, o} }
 
-type redis struct {
+// Redis is an actor.Redis that observes the calls of the one it wraps.
+type Redis struct {
 	actor.Redis
 	o *Observer
 }
 
-// now returns the start time of a call: the zero time when no latency is
-// recorded.
-func (r *redis) now() time.Time {
-	if !r.o.metrics {
-		return time.Time{}
-	}
-	return r.o.clk.Now()
-}
-
-func (r *redis) done(script, name, field string, start time.Time, err error) {
+// Call implements actor.Redis.
+func (r *Redis) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
 	o := r.o
+	var start time.Time
 	if o.metrics {
-		attrs := callAttrs[script]
-		result := attrs[0]
-		if err != nil {
-			result = attrs[1]
+		start = o.clk.Now()
+	}
+	vals, err := r.Redis.Call(ctx, c)
+	if o.metrics {
+		if attrs, ok := callAttrs[c.Script]; ok {
+			result := attrs[0]
+			if err != nil {
+				result = attrs[1]
+			}
+			o.calls.Record(context.Background(), o.clk.Since(start).Seconds(), result)
 		}
-		o.calls.Record(context.Background(), o.clk.Since(start).Seconds(), result)
 	}
 	if err != nil {
-		o.callFailed(script, name, field, r.Classify(err), err)
+		r.failed(c, err)
+	}
+	return vals, err
+}
+
+// failed logs a failed call, once per lock name it touched.
+func (r *Redis) failed(c scripts.Call, err error) {
+	fault := r.Classify(err)
+	if c.Script == scripts.RenewScript {
+		// A batch: keys are lock keys, args field, lease pairs.
+		for i, k := range c.Keys {
+			r.o.callFailed(c.Script.Name, nameOf(k), c.Args[2*i], fault, err)
+		}
+		return
+	}
+	if len(c.Keys) > 0 {
+		r.o.callFailed(c.Script.Name, nameOf(c.Keys[0]), "", fault, err)
 	}
 }
 
-// Acquire implements actor.Redis.
-func (r *redis) Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error) {
-	start := r.now()
-	res, err := r.Redis.Acquire(ctx, name, field, lease, expected)
-	r.done("acquire", name, field, start, err)
-	return res, err
-}
-
-// Release implements actor.Redis.
-func (r *redis) Release(ctx context.Context, name, field string, expected int64) (int64, error) {
-	start := r.now()
-	left, err := r.Redis.Release(ctx, name, field, expected)
-	r.done("release", name, field, start, err)
-	return left, err
-}
-
-// Handoff implements actor.Redis.
-func (r *redis) Handoff(ctx context.Context, name, from, to string, lease time.Duration) (int64, lockactor.AcquireResult, error) {
-	start := r.now()
-	left, res, err := r.Redis.Handoff(ctx, name, from, to, lease)
-	r.done("handoff", name, to, start, err)
-	return left, res, err
-}
-
-// Renew implements actor.Redis: one batch, args being field, lease pairs.
-// Each hold in it counts as one renewal.
-func (r *redis) Renew(ctx context.Context, keys, args []string) ([]bool, error) {
-	o := r.o
-	start := r.now()
-	renewed, err := r.Redis.Renew(ctx, keys, args)
-	if !o.metrics && err == nil {
-		return renewed, err
-	}
-	bg := context.Background()
+// Renew runs a batch of the renewal shape (see renewal.Exec) through Call,
+// and counts each hold of a watchdog batch as one renewal.
+func (r *Redis) Renew(ctx context.Context, s *scripts.Script, keys, args []string) ([]bool, error) {
+	vals, err := r.Call(ctx, scripts.Call{Script: s, Keys: keys, Args: args})
+	o, bg := r.o, context.Background()
+	count := o.metrics && s == scripts.RenewScript
 	if err != nil {
-		if o.metrics {
-			o.calls.Record(bg, o.clk.Since(start).Seconds(), callAttrs["renew"][1])
+		if count {
 			o.renewals.Add(bg, int64(len(keys)), renewFailed)
 		}
-		fault := r.Classify(err)
-		for i, k := range keys {
-			o.callFailed("renew", nameOf(k), args[2*i], fault, err)
-		}
-		return renewed, err
+		return nil, err
 	}
-	o.calls.Record(bg, o.clk.Since(start).Seconds(), callAttrs["renew"][0])
+	out := make([]bool, len(vals))
 	ok := 0
-	for _, b := range renewed {
-		if b {
+	for i, v := range vals {
+		out[i] = v == 1
+		if out[i] {
 			ok++
 		}
 	}
-	o.renewals.Add(bg, int64(ok), renewOK)
-	if n := len(renewed) - ok; n > 0 {
-		o.renewals.Add(bg, int64(n), renewNotOwner)
+	if count {
+		o.renewals.Add(bg, int64(ok), renewOK)
+		if n := len(vals) - ok; n > 0 {
+			o.renewals.Add(bg, int64(n), renewNotOwner)
+		}
 	}
-	return renewed, err
+	return out, nil
+}
+
+// nameOf returns the lock name in a key of holdfast's layout: what its
+// hash tag holds (holdfast:{NAME} or holdfast:{NAME}:suffix). Names may
+// contain '}', so the tag ends at the last one.
+func nameOf(key string) string {
+	i, j := strings.IndexByte(key, '{'), strings.LastIndexByte(key, '}')
+	if i < 0 || j <= i {
+		return key
+	}
+	return key[i+1 : j]
 }

@@ -203,3 +203,37 @@ func ExampleWithOwner() {
 	// same token: true
 	// outer still held: true
 }
+
+// A fair lock grants in the order of asking, across processes: waiters
+// queue in Redis and cannot be overtaken.
+func ExampleClient_FairLock() {
+	c, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+
+	first := c.FairLock(ctx, "printer")
+	first.Wait(ctx)
+	second := c.FairLock(ctx, "printer")
+	select {
+	case <-second.Acquired:
+		fmt.Println("second granted while the first holds")
+	case <-time.After(50 * time.Millisecond):
+		fmt.Println("second waits in the queue")
+	}
+	first.Release(ctx)
+	second.Wait(ctx)
+	fmt.Println("second granted after the release, token above the first:", second.Token() > first.Token())
+	second.Release(ctx)
+
+	// The name is a fair lock while held or queued: Lock refuses it.
+	third := c.FairLock(ctx, "printer")
+	third.Wait(ctx)
+	plain := c.Lock(ctx, "printer")
+	<-plain.Lost
+	fmt.Println("Lock on a fair lock's name:", errors.Is(plain.Err(), holdfast.ErrWrongKind))
+	third.Release(ctx)
+	// Output:
+	// second waits in the queue
+	// second granted after the release, token above the first: true
+	// Lock on a fair lock's name: true
+}

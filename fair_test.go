@@ -113,9 +113,10 @@ func TestFairLockFIFOAcrossClients(t *testing.T) {
 	waitPlaces(t, srv, "fifo", 1)
 	waiters["b1"] = b.FairLock(ctx, "fifo")
 	waitPlaces(t, srv, "fifo", 2)
-	waiters["a2"] = a.FairLock(ctx, "fifo") // behind a1 in a, queues when a1 is granted
+	waiters["a2"] = a.FairLock(ctx, "fifo") // behind a1 in a: it takes its place all the same
+	waitPlaces(t, srv, "fifo", 3)
 	waiters["b2"] = b.FairLock(ctx, "fifo")
-	time.Sleep(20 * time.Millisecond)
+	waitPlaces(t, srv, "fifo", 4)
 	// No barging: the holder asks again the moment it releases.
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)

@@ -459,8 +459,14 @@ func (m *Machine) removeWaiting(r *request) {
 // --- fresh acquisition: the head of the queue ---
 
 // kick starts an acquire attempt for the head of the queue when nothing stops
-// it, and keeps the channel subscription in step with the queue.
+// it, gives the other waiters their places in Redis (kinds that queue
+// there), and keeps the channel subscription in step with the queue.
 func (m *Machine) kick(now time.Time) {
+	m.tryHead(now)
+	m.placeAll(now)
+}
+
+func (m *Machine) tryHead(now time.Time) {
 	if len(m.queue) == 0 {
 		if m.att.req == nil {
 			m.unsubscribe()
@@ -471,13 +477,14 @@ func (m *Machine) kick(now time.Time) {
 		}
 		return
 	}
-	m.placeAll(now)
 	if m.att.req != nil {
 		m.failTryOnce(false)
 		return
 	}
 	r := m.queue[0]
-	if m.blocked || !m.mayAttempt(r) {
+	// A head whose place call is in flight waits for it: a request has one
+	// call in flight at a time.
+	if m.blocked || r.placeOp != 0 || !m.mayAttempt(r) {
 		// Held here or elsewhere: a try-once request cannot be granted now.
 		m.failTryOnce(true)
 		return

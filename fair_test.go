@@ -287,4 +287,3 @@ func TestFairLockKilledWaiterSkipped(t *testing.T) {
 		t.Fatal("the dead waiter's place is still queued")
 	}
 }
-

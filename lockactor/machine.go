@@ -1,6 +1,7 @@
 package lockactor
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -157,6 +158,9 @@ type owner struct {
 
 	renewNext     time.Time // next renewal on the absolute grid sent + k*lease/3
 	renewInFlight bool
+	// renewErr is the error of the last failed renewal, cleared by a
+	// success: a lease that runs out says what kept the watchdog from Redis.
+	renewErr error
 	// yield: the owner's final release leaves local waiters behind, who let
 	// other processes compete for the lock before trying again.
 	yield bool
@@ -203,11 +207,14 @@ type Machine struct {
 	streak      int
 	streakStart time.Time
 
-	blocked  bool // the lock is held elsewhere; wait for a wake-up or the retry timer
-	backoff  time.Duration
-	sub      subState
-	channel  string // the channel subscribed to, while sub != subNone
-	shutdown error
+	blocked bool // the lock is held elsewhere; wait for a wake-up or the retry timer
+	backoff time.Duration
+	// attemptErr is the error of the last failed attempt, cleared by an
+	// answer: a wait that runs out says what kept it from Redis.
+	attemptErr error
+	sub        subState
+	channel    string // the channel subscribed to, while sub != subNone
+	shutdown   error
 
 	out []Effect
 }
@@ -266,6 +273,9 @@ func (m *Machine) StepInto(buf []Effect, now time.Time, msg Msg) []Effect {
 }
 
 func (m *Machine) step(now time.Time, msg Msg) {
+	if msg.Fault == Permanent && msg.Err != nil && !errors.Is(msg.Err, ErrRedis) {
+		msg.Err = fmt.Errorf("%w: %w", ErrRedis, msg.Err)
+	}
 	switch msg.Kind {
 	case MsgEnqueue:
 		m.enqueue(now, msg.Req)
@@ -591,6 +601,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		if msg.Fault == Ambiguous {
 			r.ambiguous = true
 		}
+		m.attemptErr = msg.Err
 		if r.ending {
 			if r.ambiguous {
 				m.undo(now, r.Field, 1, sent.Add(r.Lease))
@@ -603,10 +614,11 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		return
 	case Permanent:
 		m.removeWaiting(r)
-		m.finish(r, fmt.Errorf("holdfast: acquire: %w", msg.Err))
+		m.finish(r, msg.Err)
 		return
 	}
 	m.backoff = m.cfg.Backoff
+	m.attemptErr = nil
 	switch res.Code {
 	case Granted:
 		m.removeWaiting(r)

@@ -1,0 +1,190 @@
+package topology
+
+import (
+	"net"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// Cluster is a Redis Cluster of masters without replicas, built with
+// `redis-cli --cluster create`.
+type Cluster struct {
+	t       testing.TB
+	Masters []*Node
+}
+
+// StartCluster starts masters cluster-enabled nodes, joins them with
+// redis-cli (slots spread evenly) and waits until every node reports
+// cluster_state:ok.
+func StartCluster(t testing.TB, masters int) *Cluster {
+	t.Helper()
+	cli, err := exec.LookPath("redis-cli")
+	if err != nil {
+		t.Fatalf("redis-cli not found on PATH: install the Debian package redis-tools (redis-server depends on it)")
+	}
+	c := &Cluster{t: t}
+	addrs := make([]string, masters)
+	for i := range masters {
+		// The bus port defaults to port+10000, which may be taken or past
+		// 65535; give it a free port of its own.
+		_, bus, _ := net.SplitHostPort(freeAddr(t))
+		n := startNode(t, "", "--cluster-enabled", "yes", "--cluster-port", bus, "--cluster-node-timeout", "2000",
+			"--save", "", "--appendonly", "no")
+		c.Masters = append(c.Masters, n)
+		addrs[i] = n.Addr
+	}
+	args := append([]string{"--cluster", "create"}, addrs...)
+	args = append(args, "--cluster-yes")
+	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
+		t.Fatalf("topology: redis-cli --cluster create: %v\n%s", err, out)
+	}
+	eventually(t, 30*time.Second, func() string {
+		return "cluster_state:ok on every node; " + c.Masters[0].Addr + " says: " + c.Masters[0].MustDo("CLUSTER", "INFO").String()
+	}, func() bool {
+		for _, n := range c.Masters {
+			msg, err := n.Do("CLUSTER", "INFO")
+			if err != nil {
+				return false
+			}
+			s, _ := msg.ToString()
+			if infoField(s, "cluster_state") != "ok" || infoField(s, "cluster_slots_ok") != "16384" ||
+				infoField(s, "cluster_known_nodes") != strconv.Itoa(masters) {
+				return false
+			}
+		}
+		return true
+	})
+	return c
+}
+
+// Client returns a rueidis cluster client for the cluster, closed when the
+// test ends.
+func (c *Cluster) Client(t testing.TB) rueidis.Client {
+	t.Helper()
+	addrs := make([]string, len(c.Masters))
+	for i, n := range c.Masters {
+		addrs[i] = n.Addr
+	}
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
+	if err != nil {
+		t.Fatalf("topology: cluster client: %v", err)
+	}
+	if rc.Mode() != rueidis.ClientModeCluster {
+		t.Fatalf("topology: client mode %v, want cluster", rc.Mode())
+	}
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// ID returns the node's cluster node id.
+func (n *Node) ID() string {
+	n.t.Helper()
+	s, err := n.MustDo("CLUSTER", "MYID").ToString()
+	if err != nil {
+		n.t.Fatalf("topology: CLUSTER MYID: %v", err)
+	}
+	return s
+}
+
+// Owner returns the master serving slot, as the first master asked sees it.
+func (c *Cluster) Owner(slot uint16) *Node {
+	c.t.Helper()
+	for _, n := range c.Masters {
+		msg, err := n.Do("CLUSTER", "SHARDS")
+		if err != nil {
+			continue
+		}
+		shards, _ := msg.ToArray()
+		for _, sh := range shards {
+			m, _ := sh.AsMap()
+			slots, nodesMsg := m["slots"], m["nodes"]
+			ranges, _ := slots.AsIntSlice()
+			nodes, _ := nodesMsg.ToArray()
+			for i := 0; i+1 < len(ranges); i += 2 {
+				if int64(slot) < ranges[i] || int64(slot) > ranges[i+1] {
+					continue
+				}
+				for _, nd := range nodes {
+					nm, _ := nd.AsMap()
+					role, portMsg := nm["role"], nm["port"]
+					if r, _ := role.ToString(); r != "master" {
+						continue
+					}
+					port, _ := portMsg.AsInt64()
+					for _, cand := range c.Masters {
+						if cand.Port == strconv.FormatInt(port, 10) {
+							return cand
+						}
+					}
+				}
+			}
+		}
+		break
+	}
+	c.t.Fatalf("topology: no master owns slot %d", slot)
+	return nil
+}
+
+// MoveSlot migrates slot, with its keys, from its current owner to to, the
+// way `redis-cli --cluster reshard` does: IMPORTING on the target, MIGRATING
+// on the source, MIGRATE of the keys, then SETSLOT NODE on every master.
+// Clients see ASK redirections during the move and MOVED after it.
+func (c *Cluster) MoveSlot(slot uint16, to *Node) {
+	c.t.Helper()
+	from := c.Owner(slot)
+	if from == to {
+		c.t.Fatalf("topology: slot %d is already on %s", slot, to.Addr)
+	}
+	s := strconv.Itoa(int(slot))
+	to.MustDo("CLUSTER", "SETSLOT", s, "IMPORTING", from.ID())
+	from.MustDo("CLUSTER", "SETSLOT", s, "MIGRATING", to.ID())
+	for {
+		keys, err := from.MustDo("CLUSTER", "GETKEYSINSLOT", s, "100").AsStrSlice()
+		if err != nil {
+			c.t.Fatalf("topology: GETKEYSINSLOT: %v", err)
+		}
+		if len(keys) == 0 {
+			break
+		}
+		args := append([]string{"MIGRATE", "127.0.0.1", to.Port, "", "0", "5000", "KEYS"}, keys...)
+		from.MustDo(args...)
+	}
+	// The target first, so it serves the slot before the source redirects.
+	to.MustDo("CLUSTER", "SETSLOT", s, "NODE", to.ID())
+	from.MustDo("CLUSTER", "SETSLOT", s, "NODE", to.ID())
+	for _, n := range c.Masters {
+		if n != to && n != from {
+			n.MustDo("CLUSTER", "SETSLOT", s, "NODE", to.ID())
+		}
+	}
+}
+
+// Keys returns every key on every master.
+func (c *Cluster) Keys() []string {
+	c.t.Helper()
+	var out []string
+	for _, n := range c.Masters {
+		keys, err := n.MustDo("KEYS", "*").AsStrSlice()
+		if err != nil {
+			c.t.Fatalf("topology: KEYS: %v", err)
+		}
+		out = append(out, keys...)
+	}
+	return out
+}
+
+// LockKeys returns the lock hash keys (not fence counters) on every master.
+func (c *Cluster) LockKeys() []string {
+	var out []string
+	for _, k := range c.Keys() {
+		if !strings.HasSuffix(k, ":fence") {
+			out = append(out, k)
+		}
+	}
+	return out
+}

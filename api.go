@@ -57,6 +57,18 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// SyncReplicas, when positive, makes every fresh grant and every renewal
+	// WAIT for this many replicas to acknowledge it, the script and the WAIT
+	// sent together on one connection; Acquired closes only after the acks.
+	// A grant with too few acks within SyncTimeout is undone and its Lock
+	// ends with ErrReplicaSync; a renewal with too few acks counts as failed
+	// (the hold is Lost at its deadline if none syncs). It keeps a hold
+	// through a failover to an acknowledging replica; it also turns local
+	// handoff off. Default 0: no WAIT (a failover can lose a hold's key;
+	// the holder then learns it through Lost). See README "Deployments".
+	SyncReplicas int
+	// SyncTimeout bounds each WAIT of SyncReplicas. Default 1s.
+	SyncTimeout time.Duration
 }
 
 // DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
@@ -64,6 +76,7 @@ const DefaultWatchdogTimeout = 30 * time.Second
 
 const (
 	defaultCallTimeout = 5 * time.Second
+	defaultSyncTimeout = time.Second
 	// The wheel's tick bounds how late a timer fires; deadline timers are set
 	// one tick early so that Lost closes before the deadline.
 	wheelTick  = 10 * time.Millisecond
@@ -86,6 +99,10 @@ func (c *Config) validateOptions() error {
 		return fmt.Errorf("%w: negative CallTimeout", ErrInvalidOption)
 	case c.HandoffWindow < 0:
 		return fmt.Errorf("%w: negative HandoffWindow", ErrInvalidOption)
+	case c.SyncReplicas < 0:
+		return fmt.Errorf("%w: negative SyncReplicas", ErrInvalidOption)
+	case c.SyncTimeout < 0:
+		return fmt.Errorf("%w: negative SyncTimeout", ErrInvalidOption)
 	case strings.Contains(c.ClientID, ":"):
 		return fmt.Errorf("%w: ClientID %q contains ':'", ErrInvalidOption, c.ClientID)
 	}
@@ -109,6 +126,13 @@ func (c *Config) setDefaults() {
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = defaultCallTimeout
+	}
+	if c.SyncTimeout == 0 {
+		c.SyncTimeout = defaultSyncTimeout
+	}
+	if c.SyncReplicas > 0 {
+		// A handoff's grant is not synced (actor.Synced).
+		c.HandoffLimit = -1
 	}
 }
 
@@ -136,7 +160,10 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	redis := actor.NewRueidis(cfg.Redis)
+	var redis actor.Redis = actor.NewRueidis(cfg.Redis)
+	if cfg.SyncReplicas > 0 {
+		redis = actor.NewSynced(redis.(*actor.Rueidis), cfg.SyncReplicas, cfg.SyncTimeout)
+	}
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
 	renew := renewal.New(renewal.Config{
 		Clock: cfg.Clock,

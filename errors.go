@@ -30,4 +30,8 @@ var (
 	// ErrNotHeld: Release on a Lock that is already over. The error also
 	// wraps the cause the Lock ended with.
 	ErrNotHeld = lockactor.ErrNotHeld
+	// ErrReplicaSync: with Config.SyncReplicas, fewer replicas than asked
+	// acknowledged the grant within Config.SyncTimeout. The grant was undone
+	// and the Lock never reported Acquired.
+	ErrReplicaSync = lockactor.ErrReplicaSync
 )

@@ -15,4 +15,5 @@ var (
 	ErrInvalidName   = scripts.ErrInvalidName
 	ErrInvalidOption = errors.New("holdfast: invalid option")
 	ErrNotHeld       = errors.New("holdfast: lock not held")
+	ErrReplicaSync   = errors.New("holdfast: too few replicas acknowledged the write in time")
 )

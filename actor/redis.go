@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/scripts"
 )
 
@@ -64,6 +65,9 @@ func (r *Rueidis) Acquire(ctx context.Context, name, field string, lease time.Du
 func (r *Rueidis) Release(ctx context.Context, name, field string, expected int64) (int64, error) {
 	keys := []string{scripts.LockKey(name)}
 	args := []string{field, strconv.FormatInt(expected, 10), scripts.Channel(name)}
+	if r.client.Mode() == rueidis.ClientModeCluster {
+		args = append(args, "sharded") // waiters SSUBSCRIBE there (package pubsub)
+	}
 	return r.release.Exec(ctx, r.client, keys, args).AsInt64()
 }
 
@@ -135,22 +139,4 @@ func millis(d time.Duration) string {
 }
 
 // Slot is the Redis Cluster slot of key (CRC16 of its hash tag, mod 16384).
-func Slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
-}
+func Slot(key string) uint16 { return pubsub.Slot(key) }

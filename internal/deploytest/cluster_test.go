@@ -87,17 +87,27 @@ func TestClusterWakeUp(t *testing.T) {
 	holder := newClient(t, c.Client(t), holdfast.Config{})
 	waiter := newClient(t, c.Client(t), holdfast.Config{})
 	ctx := context.Background()
+	names := namesOnEachNode(t, c, "wake:")
+	holds := make([]*holdfast.Lock, len(names))
+	waits := make([]*holdfast.Lock, len(names))
+	for i, name := range names {
+		holds[i] = holder.Lock(ctx, name)
+		mustAcquire(t, holds[i])
+		waits[i] = waiter.Lock(ctx, name)
+		// The waiter tries, sees the holder and subscribes, with SSUBSCRIBE
+		// on the name's master.
+		owner := c.Owner(actor.Slot(scripts.LockKey(name)))
+		topology.Eventually(t, waitFor, "SSUBSCRIBE on the name's master", func() bool {
+			return shardNumsub(t, owner, scripts.Channel(name)) == 1
+		})
+		pending(t, waits[i])
+	}
 	var wg sync.WaitGroup
-	for _, name := range namesOnEachNode(t, c, "wake:") {
+	for i, name := range names {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			h := holder.Lock(ctx, name)
-			mustAcquire(t, h)
-			w := waiter.Lock(ctx, name)
-			// Let the waiter try, see the holder and subscribe.
-			time.Sleep(300 * time.Millisecond)
-			pending(t, w)
+			h, w := holds[i], waits[i]
 			start := time.Now()
 			if err := h.Release(ctx); err != nil {
 				t.Errorf("release: %v", err)
@@ -167,10 +177,12 @@ func TestClusterSlotMove(t *testing.T) {
 	mustAcquire(t, hs)
 	mustAcquire(t, hl)
 	w := waiter.Lock(ctx, "mv}long")
-	time.Sleep(300 * time.Millisecond)
+	from := c.Owner(slot)
+	topology.Eventually(t, waitFor, "SSUBSCRIBE on the old master", func() bool {
+		return shardNumsub(t, from, scripts.Channel("mv}long")) == 1
+	})
 	pending(t, w)
 
-	from := c.Owner(slot)
 	to := c.Masters[0]
 	if to == from {
 		to = c.Masters[1]
@@ -180,6 +192,11 @@ func TestClusterSlotMove(t *testing.T) {
 		t.Fatalf("%d keys left on the old master", n)
 	}
 
+	// The old master dropped the subscription with the slot; the waiter's
+	// process subscribes again on the new one.
+	topology.Eventually(t, waitFor, "SSUBSCRIBE on the new master", func() bool {
+		return shardNumsub(t, to, scripts.Channel("mv}long")) == 1
+	})
 	time.Sleep(3 * time.Second)
 	notLost(t, hs)
 	notLost(t, hl)
@@ -205,4 +222,15 @@ func TestClusterSlotMove(t *testing.T) {
 			t.Fatalf("release %s: %v", l.Name(), err)
 		}
 	}
+}
+
+// shardNumsub is PUBSUB SHARDNUMSUB of channel on node n.
+func shardNumsub(t testing.TB, n *topology.Node, channel string) int64 {
+	t.Helper()
+	arr, err := n.MustDo("PUBSUB", "SHARDNUMSUB", channel).ToArray()
+	if err != nil || len(arr) != 2 {
+		t.Fatalf("PUBSUB SHARDNUMSUB: %v %v", arr, err)
+	}
+	v, _ := arr[1].AsInt64()
+	return v
 }

@@ -165,12 +165,17 @@ func New(cfg Config) (*Client, error) {
 		redis = actor.NewSynced(redis.(*actor.Rueidis), cfg.SyncReplicas, cfg.SyncTimeout)
 	}
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
-	renew := renewal.New(renewal.Config{
+	rcfg := renewal.Config{
 		Clock: cfg.Clock,
 		After: func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
 		Exec:  redis.Renew,
 		Group: redis.Group(),
-	})
+	}
+	if cfg.SyncReplicas == 0 {
+		// Without WAIT, the calls of many slots share per-node pipelines.
+		rcfg.ExecMulti = redis.(*actor.Rueidis).RenewMulti
+	}
+	renew := renewal.New(rcfg)
 	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
 	sys := actor.New(actor.Config{
 		Redis:       redis,

@@ -41,6 +41,13 @@ type Item struct {
 // returns one result per key: true when renewed.
 type Exec func(ctx context.Context, keys, args []string) ([]bool, error)
 
+// Call is one renew-script call of an ExecMulti.
+type Call struct{ Keys, Args []string }
+
+// ExecMulti runs several renew-script calls at once — on a Redis Cluster
+// one pipeline per node — and returns one outcome per call, as Exec would.
+type ExecMulti func(ctx context.Context, calls []Call) ([][]bool, []error)
+
 // Config configures a Batcher.
 type Config struct {
 	Clock clock.Clock
@@ -53,6 +60,14 @@ type Config struct {
 	Group func(key string) uint16
 	// MaxBatch is the most keys in one call. Default 100.
 	MaxBatch int
+	// ExecMulti, when set together with Group, sends the calls of many
+	// groups together, up to MaxCalls at a time: on a cluster, where no
+	// call may span slots and held locks spread over many slots, a tick's
+	// renewals then cost a few pipelines per node instead of a goroutine
+	// and a call's wait per slot.
+	ExecMulti ExecMulti
+	// MaxCalls bounds the calls of one ExecMulti. Default 256.
+	MaxCalls int
 	// Context bounds every call; its cancellation aborts calls in flight.
 	// Default context.Background().
 	Context context.Context
@@ -75,6 +90,9 @@ type Batcher struct {
 func New(cfg Config) *Batcher {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 100
+	}
+	if cfg.MaxCalls <= 0 {
+		cfg.MaxCalls = 256
 	}
 	if cfg.Context == nil {
 		cfg.Context = context.Background()
@@ -124,27 +142,70 @@ func (b *Batcher) flush() {
 	} else {
 		groups = map[uint16][]Item{0: items}
 	}
+	var multi [][]Item
 	for _, group := range groups {
 		for len(group) > 0 {
 			n := min(len(group), b.cfg.MaxBatch)
-			b.wg.Add(1)
-			go b.send(group[:n:n])
+			batch := group[:n:n]
 			group = group[n:]
+			if b.cfg.ExecMulti == nil || b.cfg.Group == nil {
+				b.wg.Add(1)
+				go b.send(batch)
+				continue
+			}
+			if multi = append(multi, batch); len(multi) == b.cfg.MaxCalls {
+				b.wg.Add(1)
+				go b.sendMulti(multi)
+				multi = nil
+			}
 		}
+	}
+	if len(multi) > 0 {
+		b.wg.Add(1)
+		go b.sendMulti(multi)
 	}
 	b.mu.Unlock()
 }
 
-func (b *Batcher) send(batch []Item) {
-	defer b.wg.Done()
+// call builds the renew call of batch.
+func call(batch []Item) Call {
 	keys := make([]string, len(batch))
 	args := make([]string, 0, 2*len(batch))
 	for i, it := range batch {
 		keys[i] = it.Key
 		args = append(args, it.Field, formatMillis(it.Lease))
 	}
+	return Call{Keys: keys, Args: args}
+}
+
+func (b *Batcher) send(batch []Item) {
+	defer b.wg.Done()
+	c := call(batch)
 	sent := b.cfg.Clock.Now()
-	renewed, err := b.cfg.Exec(b.cfg.Context, keys, args)
+	renewed, err := b.cfg.Exec(b.cfg.Context, c.Keys, c.Args)
+	report(batch, sent, renewed, err)
+}
+
+func (b *Batcher) sendMulti(batches [][]Item) {
+	defer b.wg.Done()
+	calls := make([]Call, len(batches))
+	for i, batch := range batches {
+		calls[i] = call(batch)
+	}
+	sent := b.cfg.Clock.Now()
+	renewed, errs := b.cfg.ExecMulti(b.cfg.Context, calls)
+	for i, batch := range batches {
+		var r []bool
+		err := errors.New("renewal: ExecMulti answered fewer calls than sent")
+		if i < len(renewed) && i < len(errs) {
+			r, err = renewed[i], errs[i]
+		}
+		report(batch, sent, r, err)
+	}
+}
+
+// report gives each item of batch its outcome.
+func report(batch []Item, sent time.Time, renewed []bool, err error) {
 	if err == nil && len(renewed) != len(batch) {
 		err = errors.New("renewal: reply length differs from batch length")
 	}

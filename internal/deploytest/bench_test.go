@@ -114,37 +114,41 @@ func BenchmarkRenewalCluster(b *testing.B) {
 	benchRenewal(b, c.Client(b), nodes)
 }
 
-// benchCycles runs uncontended lock/release cycles (each goroutine its own
-// names) against a Sentinel deployment, with SyncReplicas sync.
-func benchCycles(b *testing.B, sync int) {
+// BenchmarkCyclesSentinel runs uncontended lock/release cycles (each
+// goroutine its own names, 8 goroutines per core) through Sentinel to a
+// primary with one replica, with SyncReplicas 0 and 1.
+func BenchmarkCyclesSentinel(b *testing.B) {
 	s := topology.StartSentinel(b)
-	hf, err := holdfast.New(holdfast.Config{Redis: s.Client(b), SyncReplicas: sync})
-	if err != nil {
-		b.Fatal(err)
+	rc := s.Client(b)
+	for _, sync := range []int{0, 1} {
+		b.Run(fmt.Sprintf("SyncReplicas=%d", sync), func(b *testing.B) {
+			hf, err := holdfast.New(holdfast.Config{Redis: rc, SyncReplicas: sync})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer hf.Close()
+			var next atomic.Int64
+			b.SetParallelism(8)
+			b.ResetTimer()
+			start := time.Now()
+			b.RunParallel(func(pb *testing.PB) {
+				ctx := context.Background()
+				g := next.Add(1)
+				i := 0
+				for pb.Next() {
+					i++
+					l := hf.Lock(ctx, fmt.Sprintf("cycle:%d:%d", g, i%64))
+					if err := l.Wait(ctx); err != nil {
+						b.Errorf("lock: %v", err)
+						return
+					}
+					if err := l.Release(ctx); err != nil {
+						b.Errorf("release: %v", err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
+		})
 	}
-	defer hf.Close()
-	var next atomic.Int64
-	b.ResetTimer()
-	start := time.Now()
-	b.RunParallel(func(pb *testing.PB) {
-		ctx := context.Background()
-		g := next.Add(1)
-		i := 0
-		for pb.Next() {
-			i++
-			l := hf.Lock(ctx, fmt.Sprintf("cycle:%d:%d", g, i%64))
-			if err := l.Wait(ctx); err != nil {
-				b.Errorf("lock: %v", err)
-				return
-			}
-			if err := l.Release(ctx); err != nil {
-				b.Errorf("release: %v", err)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "cycles/s")
 }
-
-func BenchmarkCyclesSentinelSync0(b *testing.B) { benchCycles(b, 0) }
-func BenchmarkCyclesSentinelSync1(b *testing.B) { benchCycles(b, 1) }

@@ -234,3 +234,77 @@ func shardNumsub(t testing.TB, n *topology.Node, channel string) int64 {
 	v, _ := arr[1].AsInt64()
 	return v
 }
+
+// TestClusterFailover: on a cluster of 3 masters with a replica each, the
+// master of a held name is SIGKILLed right after a grant with SyncReplicas
+// 1. The cluster promotes its replica: the name is still held there, the
+// holder is not Lost and renews on the new master, another Client cannot
+// take it, and a waiter — whose SSUBSCRIBE connection to the dead master
+// broke — subscribes on the new master and is woken by the release.
+func TestClusterFailover(t *testing.T) {
+	c := topology.StartClusterWithReplicas(t, 3, 1)
+	const lease = 15 * time.Second
+	holder := newClient(t, c.Client(t), holdfast.Config{SyncReplicas: 1, WatchdogTimeout: lease})
+	waiter := newClient(t, c.Client(t), holdfast.Config{})
+	ctx := context.Background()
+
+	const name = "failover"
+	slot := actor.Slot(scripts.LockKey(name))
+	old := c.Owner(slot)
+	h := holder.Lock(ctx, name)
+	mustAcquire(t, h)
+	w := waiter.Lock(ctx, name)
+	topology.Eventually(t, waitFor, "SSUBSCRIBE on the name's master", func() bool {
+		return shardNumsub(t, old, scripts.Channel(name)) == 1
+	})
+	old.Kill()
+	start := time.Now()
+
+	var promoted *topology.Node
+	topology.Eventually(t, 30*time.Second, "a replica promoted for the slot", func() bool {
+		for _, n := range c.Replicas {
+			if n.Info("replication", "role") == "master" {
+				if c.Serving(slot) == n {
+					promoted = n
+					return true
+				}
+			}
+		}
+		return false
+	})
+	t.Logf("failover took %v", time.Since(start).Round(time.Millisecond))
+	fields, err := promoted.MustDo("HGETALL", scripts.LockKey(name)).AsStrMap()
+	if err != nil || len(fields) != 1 {
+		t.Fatalf("new master's lock hash: %v, %v; want the holder's field", fields, err)
+	}
+	topology.Eventually(t, lease, "a renewal on the new master", func() bool {
+		ttl, _ := promoted.MustDo("PTTL", scripts.LockKey(name)).AsInt64()
+		return time.Duration(ttl)*time.Millisecond > lease-time.Since(start)+time.Second
+	})
+	notLost(t, h)
+	topology.Eventually(t, waitFor, "the waiter's SSUBSCRIBE on the new master", func() bool {
+		return shardNumsub(t, promoted, scripts.Channel(name)) == 1
+	})
+
+	other := newClient(t, c.Client(t), holdfast.Config{})
+	o := other.Lock(ctx, name, holdfast.WithWait(time.Second))
+	mustLose(t, o, holdfast.ErrWaitTimeout)
+	notLost(t, h)
+	pending(t, w)
+
+	rel := time.Now()
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("release after failover: %v", err)
+	}
+	select {
+	case <-w.Acquired:
+		t.Logf("waiter woken %v after the release on the new master", time.Since(rel).Round(time.Millisecond))
+	case <-w.Lost:
+		t.Fatalf("waiter lost: %v", w.Err())
+	case <-time.After(5 * time.Second):
+		t.Fatalf("waiter not woken within 5s of the release (it would otherwise sleep out the 15s lease)")
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatalf("waiter release: %v", err)
+	}
+}

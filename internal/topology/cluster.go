@@ -11,11 +11,12 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Cluster is a Redis Cluster of masters without replicas, built with
-// `redis-cli --cluster create`.
+// Cluster is a Redis Cluster built with `redis-cli --cluster create`.
 type Cluster struct {
-	t       testing.TB
-	Masters []*Node
+	t testing.TB
+	// Masters and Replicas are the roles as created; a failover promotes a
+	// replica without changing these lists. Nodes holds them all.
+	Masters, Replicas, Nodes []*Node
 }
 
 // StartCluster starts masters cluster-enabled nodes, joins them with
@@ -23,37 +24,60 @@ type Cluster struct {
 // cluster_state:ok.
 func StartCluster(t testing.TB, masters int) *Cluster {
 	t.Helper()
+	return StartClusterWithReplicas(t, masters, 0)
+}
+
+// StartClusterWithReplicas is StartCluster with replicas replicas per
+// master; it also waits until every replica is in sync.
+func StartClusterWithReplicas(t testing.TB, masters, replicas int) *Cluster {
+	t.Helper()
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		t.Fatalf("redis-cli not found on PATH: install the Debian package redis-tools (redis-server depends on it)")
 	}
 	c := &Cluster{t: t}
-	addrs := make([]string, masters)
-	for i := range masters {
+	total := masters * (1 + replicas)
+	addrs := make([]string, total)
+	for i := range total {
 		// The bus port defaults to port+10000, which may be taken or past
 		// 65535; give it a free port of its own.
 		_, bus, _ := net.SplitHostPort(freeAddr(t))
 		n := startNode(t, "", "--cluster-enabled", "yes", "--cluster-port", bus, "--cluster-node-timeout", "2000",
 			"--save", "", "--appendonly", "no")
-		c.Masters = append(c.Masters, n)
+		c.Nodes = append(c.Nodes, n)
 		addrs[i] = n.Addr
 	}
 	args := append([]string{"--cluster", "create"}, addrs...)
-	args = append(args, "--cluster-yes")
+	args = append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
 	if out, err := exec.Command(cli, args...).CombinedOutput(); err != nil {
 		t.Fatalf("topology: redis-cli --cluster create: %v\n%s", err, out)
 	}
 	eventually(t, 30*time.Second, func() string {
 		return "cluster_state:ok on every node; " + c.Masters[0].Addr + " says: " + c.Masters[0].MustDo("CLUSTER", "INFO").String()
 	}, func() bool {
-		for _, n := range c.Masters {
+		for _, n := range c.Nodes {
 			msg, err := n.Do("CLUSTER", "INFO")
 			if err != nil {
 				return false
 			}
 			s, _ := msg.ToString()
 			if infoField(s, "cluster_state") != "ok" || infoField(s, "cluster_slots_ok") != "16384" ||
-				infoField(s, "cluster_known_nodes") != strconv.Itoa(masters) {
+				infoField(s, "cluster_known_nodes") != strconv.Itoa(total) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range c.Nodes {
+		if n.Info("replication", "role") == "master" {
+			c.Masters = append(c.Masters, n)
+		} else {
+			c.Replicas = append(c.Replicas, n)
+		}
+	}
+	Eventually(t, 30*time.Second, "replicas in sync", func() bool {
+		for _, n := range c.Replicas {
+			if n.Info("replication", "master_link_status") != "up" {
 				return false
 			}
 		}
@@ -66,8 +90,8 @@ func StartCluster(t testing.TB, masters int) *Cluster {
 // test ends.
 func (c *Cluster) Client(t testing.TB) rueidis.Client {
 	t.Helper()
-	addrs := make([]string, len(c.Masters))
-	for i, n := range c.Masters {
+	addrs := make([]string, len(c.Nodes))
+	for i, n := range c.Nodes {
 		addrs[i] = n.Addr
 	}
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true})
@@ -91,10 +115,21 @@ func (n *Node) ID() string {
 	return s
 }
 
-// Owner returns the master serving slot, as the first master asked sees it.
+// Owner returns the master serving slot, as the first node that answers
+// sees it, and fails the test if there is none.
 func (c *Cluster) Owner(slot uint16) *Node {
 	c.t.Helper()
-	for _, n := range c.Masters {
+	n := c.Serving(slot)
+	if n == nil {
+		c.t.Fatalf("topology: no master owns slot %d", slot)
+	}
+	return n
+}
+
+// Serving returns the master serving slot, as the first node that answers
+// sees it, or nil (during a failover).
+func (c *Cluster) Serving(slot uint16) *Node {
+	for _, n := range c.Nodes {
 		msg, err := n.Do("CLUSTER", "SHARDS")
 		if err != nil {
 			continue
@@ -111,12 +146,15 @@ func (c *Cluster) Owner(slot uint16) *Node {
 				}
 				for _, nd := range nodes {
 					nm, _ := nd.AsMap()
-					role, portMsg := nm["role"], nm["port"]
+					role, health, portMsg := nm["role"], nm["health"], nm["port"]
 					if r, _ := role.ToString(); r != "master" {
 						continue
 					}
+					if h, _ := health.ToString(); h == "fail" {
+						continue
+					}
 					port, _ := portMsg.AsInt64()
-					for _, cand := range c.Masters {
+					for _, cand := range c.Nodes {
 						if cand.Port == strconv.FormatInt(port, 10) {
 							return cand
 						}
@@ -126,7 +164,6 @@ func (c *Cluster) Owner(slot uint16) *Node {
 		}
 		break
 	}
-	c.t.Fatalf("topology: no master owns slot %d", slot)
 	return nil
 }
 

@@ -34,4 +34,8 @@ var (
 	// acknowledged the grant within Config.SyncTimeout. The grant was undone
 	// and the Lock never reported Acquired.
 	ErrReplicaSync = lockactor.ErrReplicaSync
+	// ErrWrongKind: the name is held or queued as another kind of lock.
+	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
+	// use as one kind refuses the others at once.
+	ErrWrongKind = lockactor.ErrWrongKind
 )

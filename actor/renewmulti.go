@@ -6,34 +6,48 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/holdfast/holdfast/renewal"
+	"github.com/holdfast/holdfast/scripts"
 )
 
-// RenewMulti runs several renew calls in one DoMulti: on a cluster rueidis
+// RenewMulti runs several batch calls in one DoMulti: on a cluster rueidis
 // sends each node its calls as one pipeline. Synced must not use it (its
-// WAIT would have to follow each call on that call's connection), so the
-// Client passes it to the renewal batcher only without SyncReplicas.
-func (r *Rueidis) RenewMulti(ctx context.Context, calls []renewal.Call) ([][]bool, []error) {
-	execs := make([]rueidis.LuaExec, len(calls))
-	for i, c := range calls {
-		execs[i] = rueidis.LuaExec{Keys: c.Keys, Args: c.Args}
-	}
-	res := r.renew.ExecMulti(ctx, r.client, execs...)
+// WAIT has to follow each call on that call's connection), so the Client
+// gives it to the renewal batcher only without SyncReplicas.
+func (r *Rueidis) RenewMulti(ctx context.Context, calls []scripts.Call) ([][]bool, []error) {
 	out := make([][]bool, len(calls))
 	errs := make([]error, len(calls))
-	for i := range calls {
-		if i >= len(res) {
-			errs[i] = errors.New("holdfast: renew pipeline answered fewer calls than sent")
+	// rueidis runs the calls of one Lua together; group them by script.
+	byScript := map[*scripts.Script][]int{}
+	for i, c := range calls {
+		byScript[c.Script] = append(byScript[c.Script], i)
+	}
+	for script, idx := range byScript {
+		lua := r.lua[script]
+		if lua == nil {
+			for _, i := range idx {
+				errs[i] = errors.New("holdfast: renew script not registered with scripts.NewScript")
+			}
 			continue
 		}
-		vals, err := res[i].AsIntSlice()
-		if err != nil {
-			errs[i] = err
-			continue
+		execs := make([]rueidis.LuaExec, len(idx))
+		for j, i := range idx {
+			execs[j] = rueidis.LuaExec{Keys: calls[i].Keys, Args: calls[i].Args}
 		}
-		out[i] = make([]bool, len(vals))
-		for j, v := range vals {
-			out[i][j] = v == 1
+		res := lua.ExecMulti(ctx, r.client, execs...)
+		for j, i := range idx {
+			if j >= len(res) {
+				errs[i] = errors.New("holdfast: renew pipeline answered fewer calls than sent")
+				continue
+			}
+			vals, err := res[j].AsIntSlice()
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			out[i] = make([]bool, len(vals))
+			for k, v := range vals {
+				out[i][k] = v == 1
+			}
 		}
 	}
 	return out, errs

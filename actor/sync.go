@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -15,97 +16,78 @@ import (
 )
 
 // Synced is the Rueidis adapter with replica sync (Config.SyncReplicas):
-// every fresh grant and every renewal batch is followed by WAIT for a number
-// of replica acknowledgements, sent in the same DoMulti as the script.
-// rueidis treats WAIT as a blocking command and runs such a DoMulti on one
-// dedicated connection, so the WAIT counts the acks of the script's own
-// writes (on a cluster both go to the node of the script's slot).
+// every script call and every renewal batch is followed by WAIT for a
+// number of replica acknowledgements, sent in the same DoMulti as the
+// script. rueidis treats WAIT as a blocking command and runs such a DoMulti
+// on one dedicated connection, so the WAIT counts the acks of the script's
+// own writes (on a cluster both go to the node of the script's slot).
 //
-// A grant that too few replicas acknowledged within the timeout is undone
-// (owner-checked release) and reported as ErrReplicaSync, which ends the
-// request: a failover could otherwise give the name to someone else while
-// this process believes it holds it. A renewal with too few acks counts as a
-// failed renewal (transient): the hold keeps its old deadline, the watchdog
-// retries, and the hold ends Lost at its deadline if no renewal syncs.
-//
-// Re-entries (a grant with expected > 0) and handoffs are not synced: a
-// re-entry only raises a count, which the next synced renewal carries to the
-// replicas, and the Client turns local handoff off when it syncs.
+// A call with too few acks within the timeout still returns its reply,
+// with an error wrapping ErrReplicaSync that Classify calls
+// lockactor.Unsynced: the kernel undoes a grant so answered and ends its
+// request with that error, and takes any other reply as it is. A renewal
+// with too few acks is a failed renewal (Transient): the hold keeps its old
+// deadline, the watchdog retries, and the hold is Lost at its deadline if
+// no renewal syncs.
 type Synced struct {
 	*Rueidis
 	replicas int64
 	timeout  time.Duration
+
+	mu   sync.Mutex
+	shas map[*scripts.Script]string
 }
 
-// NewSynced wraps r so grants and renewals wait for replicas acks, each WAIT
+// NewSynced wraps r so every call waits for replicas acks, each WAIT
 // bounded by timeout.
 func NewSynced(r *Rueidis, replicas int, timeout time.Duration) *Synced {
-	return &Synced{Rueidis: r, replicas: int64(replicas), timeout: timeout}
+	return &Synced{Rueidis: r, replicas: int64(replicas), timeout: timeout, shas: make(map[*scripts.Script]string)}
 }
 
-// ErrReplicaSync is the cause of a request whose grant too few replicas
+// ErrReplicaSync is wrapped by the errors of calls too few replicas
 // acknowledged within the sync timeout.
 var ErrReplicaSync = lockactor.ErrReplicaSync
 
-// errUnsynced marks a renewal whose acks fell short: transient, so the
-// watchdog retries until the hold's deadline.
-type errUnsynced struct{ err error }
-
-func (e errUnsynced) Error() string { return e.err.Error() }
-func (e errUnsynced) Unwrap() error { return e.err }
-
-var (
-	shaAcquire = sha1hex(scripts.Acquire)
-	shaRenew   = sha1hex(scripts.Renew)
+// errUnsynced marks a script call that ran but was not acknowledged by
+// enough replicas (Unsynced); errRenewUnsynced a renewal batch (Transient).
+type (
+	errUnsynced      struct{ error }
+	errRenewUnsynced struct{ error }
 )
 
-func sha1hex(src string) string {
-	sum := sha1.Sum([]byte(src))
-	return hex.EncodeToString(sum[:])
-}
+func (e errUnsynced) Unwrap() error      { return e.error }
+func (e errRenewUnsynced) Unwrap() error { return e.error }
 
-// Acquire implements Redis: a fresh grant is answered only once enough
-// replicas acknowledged it.
-func (s *Synced) Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error) {
-	if expected != 0 {
-		return s.Rueidis.Acquire(ctx, name, field, lease, expected)
+// Call implements Redis: the script and WAIT on one connection.
+func (s *Synced) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
+	if s.lua[c.Script] == nil {
+		return nil, fmt.Errorf("holdfast: script %q not registered with scripts.NewScript", c.Script.Name)
 	}
-	keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
-	args := []string{field, millis(lease), "0"}
-	reply, acks, err := s.execWait(ctx, scripts.Acquire, shaAcquire, keys, args)
+	reply, acks, err := s.execWait(ctx, c)
 	if err != nil {
-		return lockactor.AcquireResult{}, err
+		return nil, err
 	}
-	vals, err := reply.AsIntSlice()
-	if err != nil {
-		return lockactor.AcquireResult{}, err
-	}
-	res, err := lockactor.DecodeAcquire(vals)
-	if err != nil || res.Code != scripts.AcquireGranted || acks >= s.replicas {
-		return res, err
-	}
-	// Too few acks: take the grant back before anyone relies on it. If the
-	// undo fails the outcome is unknown, and the caller's retry of this
-	// acquire answers the grant again and waits for the acks again.
-	if _, uerr := s.Rueidis.Release(ctx, name, field, res.Count); uerr != nil {
-		return lockactor.AcquireResult{}, fmt.Errorf("holdfast: undoing a grant with %d of %d replica acks: %w", acks, s.replicas, uerr)
-	}
-	return lockactor.AcquireResult{}, fmt.Errorf("%w: %d of %d replicas acknowledged the grant within %v",
-		ErrReplicaSync, acks, s.replicas, s.timeout)
-}
-
-// Renew implements Redis: a batch counts as renewed only once enough
-// replicas acknowledged it.
-func (s *Synced) Renew(ctx context.Context, keys, args []string) ([]bool, error) {
-	reply, acks, err := s.execWait(ctx, scripts.Renew, shaRenew, keys, args)
+	vals, err := ints(reply)
 	if err != nil {
 		return nil, err
 	}
 	if acks < s.replicas {
-		return nil, errUnsynced{fmt.Errorf("%w: %d of %d replicas acknowledged the renewal within %v",
-			ErrReplicaSync, acks, s.replicas, s.timeout)}
+		return vals, errUnsynced{s.shortErr(acks, c.Script.Name)}
 	}
-	vals, err := reply.AsIntSlice()
+	return vals, nil
+}
+
+// Renew runs a batch script of the renewal shape; a batch counts as
+// renewed only once enough replicas acknowledged it.
+func (s *Synced) Renew(ctx context.Context, script *scripts.Script, keys, args []string) ([]bool, error) {
+	reply, acks, err := s.execWait(ctx, scripts.Call{Script: script, Keys: keys, Args: args})
+	if err != nil {
+		return nil, err
+	}
+	if acks < s.replicas {
+		return nil, errRenewUnsynced{s.shortErr(acks, script.Name)}
+	}
+	vals, err := ints(reply)
 	if err != nil {
 		return nil, err
 	}
@@ -116,15 +98,20 @@ func (s *Synced) Renew(ctx context.Context, keys, args []string) ([]bool, error)
 	return out, nil
 }
 
-// Classify implements Redis: a grant refused for want of acks is permanent
-// (the request ends with ErrReplicaSync), a renewal short of acks transient.
+func (s *Synced) shortErr(acks int64, script string) error {
+	return fmt.Errorf("%w: %d of %d replicas acknowledged the %s call within %v",
+		ErrReplicaSync, acks, s.replicas, script, s.timeout)
+}
+
+// Classify implements Redis.
 func (s *Synced) Classify(err error) lockactor.Fault {
 	var u errUnsynced
+	var ru errRenewUnsynced
 	switch {
 	case errors.As(err, &u):
+		return lockactor.Unsynced
+	case errors.As(err, &ru):
 		return lockactor.Transient
-	case errors.Is(err, ErrReplicaSync):
-		return lockactor.Permanent
 	}
 	return s.Rueidis.Classify(err)
 }
@@ -132,18 +119,18 @@ func (s *Synced) Classify(err error) lockactor.Fault {
 // execWait runs a script (EVALSHA, EVAL when the server lacks it) and WAIT
 // in one DoMulti, and returns the script's reply and the number of replicas
 // that acknowledged.
-func (s *Synced) execWait(ctx context.Context, src, sha string, keys, args []string) (rueidis.RedisMessage, int64, error) {
-	c := s.client
-	wait := func() rueidis.Completed {
-		return c.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
-	}
-	res := c.DoMulti(ctx,
-		c.B().Evalsha().Sha1(sha).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
-		wait())
+func (s *Synced) execWait(ctx context.Context, c scripts.Call) (rueidis.RedisMessage, int64, error) {
+	rc := s.client
+	src := s.source(c.Script)
+	wait := rc.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
+	res := rc.DoMulti(ctx,
+		rc.B().Evalsha().Sha1(s.sha(c.Script, src)).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build(),
+		wait)
 	if rerr, ok := rueidis.IsRedisErr(res[0].Error()); ok && rerr.IsNoScript() {
-		res = c.DoMulti(ctx,
-			c.B().Eval().Script(src).Numkeys(int64(len(keys))).Key(keys...).Arg(args...).Build(),
-			wait())
+		wait = rc.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
+		res = rc.DoMulti(ctx,
+			rc.B().Eval().Script(src).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build(),
+			wait)
 	}
 	reply, err := res[0].ToMessage()
 	if err != nil {
@@ -156,4 +143,17 @@ func (s *Synced) execWait(ctx context.Context, src, sha string, keys, args []str
 		return reply, 0, fmt.Errorf("holdfast: WAIT after a script call: %v", err)
 	}
 	return reply, acks, nil
+}
+
+// sha is the SHA1 of src, the source of script, computed once.
+func (s *Synced) sha(script *scripts.Script, src string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.shas[script]
+	if !ok {
+		sum := sha1.Sum([]byte(src))
+		h = hex.EncodeToString(sum[:])
+		s.shas[script] = h
+	}
+	return h
 }

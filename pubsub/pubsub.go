@@ -149,7 +149,9 @@ type shard struct {
 	// from what was last sent on the connection.
 	dirty map[string]struct{}
 	// epoch numbers connections; hooks of an older one are ignored.
-	epoch     uint64
+	epoch uint64
+	// connected is true while serve holds a connection. Only the tests read
+	// it (export_test.go), to wait until a killed server has been noticed.
 	connected bool
 	// assigned counts the channels placed on this shard.
 	assigned int

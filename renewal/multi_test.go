@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // TestExecMultiSendsManyGroupsTogether: with ExecMulti and a Group, the
@@ -17,15 +19,15 @@ import (
 func TestExecMultiSendsManyGroupsTogether(t *testing.T) {
 	f := &fakeRedis{gone: map[string]bool{}}
 	var mu sync.Mutex
-	var multis [][]Call
+	var multis [][]scripts.Call
 	var flushes []func()
 	b := New(Config{
 		Clock: clock.NewMock(),
 		After: func(_ time.Duration, fn func()) { flushes = append(flushes, fn) },
-		Exec: func(context.Context, []string, []string) ([]bool, error) {
+		Exec: func(context.Context, *scripts.Script, []string, []string) ([]bool, error) {
 			return nil, errors.New("Exec used with ExecMulti set")
 		},
-		ExecMulti: func(ctx context.Context, calls []Call) ([][]bool, []error) {
+		ExecMulti: func(ctx context.Context, calls []scripts.Call) ([][]bool, []error) {
 			mu.Lock()
 			multis = append(multis, calls)
 			mu.Unlock()
@@ -36,7 +38,7 @@ func TestExecMultiSendsManyGroupsTogether(t *testing.T) {
 					errs[i] = errors.New("MOVED")
 					continue
 				}
-				out[i], errs[i] = f.exec(ctx, c.Keys, c.Args)
+				out[i], errs[i] = f.exec(ctx, c.Script, c.Keys, c.Args)
 			}
 			return out, errs
 		},
@@ -87,7 +89,7 @@ func TestExecMultiSendsManyGroupsTogether(t *testing.T) {
 	}
 }
 
-func sameCall(multis [][]Call, a, b string) bool {
+func sameCall(multis [][]scripts.Call, a, b string) bool {
 	for _, calls := range multis {
 		for _, c := range calls {
 			var hasA, hasB bool

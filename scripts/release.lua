@@ -5,8 +5,6 @@
 -- ARGV[2]  the count the caller believes the owner holds before this release;
 --          0 removes the owner's field whatever its count (abandon)
 -- ARGV[3]  the lock's pub/sub channel, told when the lock becomes free
--- ARGV[4]  optional: "sharded" tells through SPUBLISH (Redis Cluster, where
---          waiters SSUBSCRIBE), anything else or absent through PUBLISH
 --
 -- Replies:
 --   n >= 0  the owner's count after the release; 0 means the owner holds nothing
@@ -32,11 +30,7 @@ if expected ~= 0 and count > 1 then
 else
   redis.call('hdel', KEYS[1], ARGV[1])
   if redis.call('exists', KEYS[1]) == 0 then
-    if ARGV[4] == 'sharded' then
-      redis.call('spublish', ARGV[3], 'released')
-    else
-      redis.call('publish', ARGV[3], 'released')
-    end
+    redis.call('publish', ARGV[3], 'released')
   end
 end
 return left

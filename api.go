@@ -58,15 +58,17 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
-	// SyncReplicas, when positive, makes every fresh grant and every renewal
-	// WAIT for this many replicas to acknowledge it, the script and the WAIT
-	// sent together on one connection; Acquired closes only after the acks.
-	// A grant with too few acks within SyncTimeout is undone and its Lock
-	// ends with ErrReplicaSync; a renewal with too few acks counts as failed
-	// (the hold is Lost at its deadline if none syncs). It keeps a hold
-	// through a failover to an acknowledging replica; it also turns local
-	// handoff off. Default 0: no WAIT (a failover can lose a hold's key;
-	// the holder then learns it through Lost). See README "Deployments".
+	// SyncReplicas, when positive, makes every script call (grants, renewals,
+	// releases, fair-queue keep-alives) WAIT for this many replicas to
+	// acknowledge it, the script and the WAIT sent together on one
+	// connection; Acquired closes only after the grant's acks. A fresh grant
+	// with too few acks within SyncTimeout is undone and its Lock ends with
+	// ErrReplicaSync; a renewal with too few acks counts as failed (the hold
+	// is Lost at its deadline if none syncs); other calls short of acks count
+	// as they are. It keeps a hold through a failover to an acknowledging
+	// replica; it also turns local handoff off. Default 0: no WAIT (a
+	// failover can lose a hold's key; the holder then learns it through
+	// Lost). See README "Deployments".
 	SyncReplicas int
 	// SyncTimeout bounds each WAIT of SyncReplicas. Default 1s.
 	SyncTimeout time.Duration

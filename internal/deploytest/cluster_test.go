@@ -308,3 +308,41 @@ func TestClusterFailover(t *testing.T) {
 		t.Fatalf("waiter release: %v", err)
 	}
 }
+
+// TestClusterEveryKind: each lock kind grants on the cluster, on names over
+// all masters, and a fair waiter of another process is woken through its
+// own sharded channel when the holder releases.
+func TestClusterEveryKind(t *testing.T) {
+	c := topology.StartCluster(t, 3)
+	a := newClient(t, c.Client(t), holdfast.Config{})
+	b := newClient(t, c.Client(t), holdfast.Config{})
+	ctx := context.Background()
+	kinds := map[string]func(cl *holdfast.Client, name string) *holdfast.Lock{
+		"lock": func(cl *holdfast.Client, name string) *holdfast.Lock { return cl.Lock(ctx, name) },
+		"fair": func(cl *holdfast.Client, name string) *holdfast.Lock { return cl.FairLock(ctx, name) },
+	}
+	for kind, lock := range kinds {
+		for _, name := range namesOnEachNode(t, c, kind+":") {
+			h := lock(a, name)
+			mustAcquire(t, h)
+			w := lock(b, name)
+			time.Sleep(100 * time.Millisecond)
+			pending(t, w)
+			start := time.Now()
+			if err := h.Release(ctx); err != nil {
+				t.Fatalf("%s %s: release: %v", kind, name, err)
+			}
+			select {
+			case <-w.Acquired:
+				t.Logf("%s %s: woken %v after the release", kind, name, time.Since(start).Round(time.Millisecond))
+			case <-w.Lost:
+				t.Fatalf("%s %s: waiter lost: %v", kind, name, w.Err())
+			case <-time.After(3 * time.Second):
+				t.Fatalf("%s %s: waiter not woken within 3s of the release", kind, name)
+			}
+			if err := w.Release(ctx); err != nil {
+				t.Fatalf("%s %s: waiter release: %v", kind, name, err)
+			}
+		}
+	}
+}

@@ -213,6 +213,9 @@ var (
 	forceUnlockScript     = rueidis.NewLuaScript(scripts.ForceUnlock)
 	fairInspectScript     = rueidis.NewLuaScript(scripts.FairInspect)
 	fairForceUnlockScript = rueidis.NewLuaScript(scripts.FairForceUnlock)
+	// On a cluster waiters SSUBSCRIBE: the variants that SPUBLISH.
+	forceUnlockSharded     = rueidis.NewLuaScript(scripts.Sharded(scripts.ForceUnlock))
+	fairForceUnlockSharded = rueidis.NewLuaScript(scripts.Sharded(scripts.FairForceUnlock))
 )
 
 func inspectReentrant(ctx context.Context, rdb rueidis.Client, name string, info *Info) (bool, error) {
@@ -233,7 +236,11 @@ func inspectReentrant(ctx context.Context, rdb rueidis.Client, name string, info
 
 func forceUnlockReentrant(ctx context.Context, _ *Client, rdb rueidis.Client, name string) (bool, error) {
 	keys := []string{scripts.LockKey(name), fenceKey(name)}
-	n, err := forceUnlockScript.Exec(ctx, rdb, keys, []string{scripts.Channel(name)}).AsInt64()
+	script := forceUnlockScript
+	if rdb.Mode() == rueidis.ClientModeCluster {
+		script = forceUnlockSharded
+	}
+	n, err := script.Exec(ctx, rdb, keys, []string{scripts.Channel(name)}).AsInt64()
 	return n == 1, err
 }
 
@@ -266,7 +273,11 @@ func inspectFair(ctx context.Context, rdb rueidis.Client, name string, info *Inf
 func forceUnlockFair(ctx context.Context, c *Client, rdb rueidis.Client, name string) (bool, error) {
 	keys := []string{scripts.LockKey(name), fenceKey(name), scripts.FairQueueKey(name)}
 	args := []string{scripts.Millis(c.cfg.WaiterTimeout), scripts.ClientChannel(name, "")}
-	n, err := fairForceUnlockScript.Exec(ctx, rdb, keys, args).AsInt64()
+	script := fairForceUnlockScript
+	if rdb.Mode() == rueidis.ClientModeCluster {
+		script = fairForceUnlockSharded
+	}
+	n, err := script.Exec(ctx, rdb, keys, args).AsInt64()
 	return n == 1, err
 }
 

@@ -546,6 +546,10 @@ func (m *Machine) failTryOnce(all bool) {
 // it with the kind's decoder for that op. A reply that does not decode
 // counts as a transient failure.
 func (m *Machine) reply(now time.Time, msg Msg) {
+	var unsynced error
+	if msg.Fault == Unsynced {
+		unsynced, msg.Fault, msg.Err = msg.Err, NoFault, nil
+	}
 	for _, o := range m.owners {
 		if o.op.id != msg.Op || o.op.kind == opNone {
 			continue
@@ -567,6 +571,12 @@ func (m *Machine) reply(now time.Time, msg Msg) {
 	if msg.Op == m.att.op && m.att.req != nil {
 		var res AcquireResult
 		res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+		if r := m.att.req; unsynced != nil && msg.Fault == NoFault && res.Code == Granted && !r.ending {
+			// Too few replicas have the grant: a failover could give the
+			// name to another owner. The request ends, and the grant is
+			// undone like one that came too late.
+			r.ending, r.endErr = true, fmt.Errorf("holdfast: acquire: %w", unsynced)
+		}
 		m.attemptReply(now, msg, res)
 		return
 	}

@@ -60,6 +60,20 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// SyncReplicas, when positive, makes every script call (grants, renewals,
+	// releases, fair-queue keep-alives) WAIT for this many replicas to
+	// acknowledge it, the script and the WAIT sent together on one
+	// connection; Acquired closes only after the grant's acks. A fresh grant
+	// with too few acks within SyncTimeout is undone and its Lock ends with
+	// ErrReplicaSync; a renewal with too few acks counts as failed (the hold
+	// is Lost at its deadline if none syncs); other calls short of acks count
+	// as they are. It keeps a hold through a failover to an acknowledging
+	// replica; it also turns local handoff off. Default 0: no WAIT (a
+	// failover can lose a hold's key; the holder then learns it through
+	// Lost). See README "Deployments".
+	SyncReplicas int
+	// SyncTimeout bounds each WAIT of SyncReplicas. Default 1s.
+	SyncTimeout time.Duration
 	// WaiterTimeout bounds how long a dead process keeps its places in fair
 	// lock queues (FairLock): live waiters renew their places every
 	// WaiterTimeout/3, so a crashed process's waiters all leave within
@@ -78,6 +92,7 @@ const DefaultWatchdogTimeout = 30 * time.Second
 
 const (
 	defaultCallTimeout = 5 * time.Second
+	defaultSyncTimeout = time.Second
 	// The wheel's tick bounds how late a timer fires; deadline timers are set
 	// one tick early so that Lost closes before the deadline.
 	wheelTick  = 10 * time.Millisecond
@@ -102,6 +117,10 @@ func (c *Config) validateOptions() error {
 		return fmt.Errorf("%w: negative CallTimeout", ErrInvalidOption)
 	case c.HandoffWindow < 0:
 		return fmt.Errorf("%w: negative HandoffWindow", ErrInvalidOption)
+	case c.SyncReplicas < 0:
+		return fmt.Errorf("%w: negative SyncReplicas", ErrInvalidOption)
+	case c.SyncTimeout < 0:
+		return fmt.Errorf("%w: negative SyncTimeout", ErrInvalidOption)
 	case strings.Contains(c.ClientID, ":"):
 		return fmt.Errorf("%w: ClientID %q contains ':'", ErrInvalidOption, c.ClientID)
 	}
@@ -128,6 +147,13 @@ func (c *Config) setDefaults() {
 	}
 	if c.WaiterTimeout == 0 {
 		c.WaiterTimeout = DefaultWaiterTimeout
+	}
+	if c.SyncTimeout == 0 {
+		c.SyncTimeout = defaultSyncTimeout
+	}
+	if c.SyncReplicas > 0 {
+		// A handoff's grant is not synced (actor.Synced).
+		c.HandoffLimit = -1
 	}
 }
 
@@ -164,19 +190,30 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	redis := obs.Redis(actor.NewRueidis(cfg.Redis))
+	rue := actor.NewRueidis(cfg.Redis)
+	var base actor.Redis = rue
+	if cfg.SyncReplicas > 0 {
+		base = actor.NewSynced(rue, cfg.SyncReplicas, cfg.SyncTimeout)
+	}
+	redis := obs.Redis(base)
+	renewExec := redis.Renew
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
 	// Renewals still in flight when the Client closes are aborted, like
 	// every other script call.
 	renewCtx, cancelRenewals := context.WithCancel(context.Background())
-	renew := renewal.New(renewal.Config{
+	rcfg := renewal.Config{
 		Clock:   cfg.Clock,
 		After:   func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
-		Exec:    redis.Renew,
+		Exec:    renewExec,
 		Group:   redis.Group(),
 		Context: renewCtx,
 		Timeout: cfg.CallTimeout,
-	})
+	}
+	if cfg.SyncReplicas == 0 {
+		// Without WAIT, the calls of many slots share per-node pipelines.
+		rcfg.ExecMulti = rue.RenewMulti
+	}
+	renew := renewal.New(rcfg)
 	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
 	sys := actor.New(actor.Config{
 		Redis:       redis,

@@ -35,6 +35,10 @@ var (
 	// script error, NOAUTH. The Lock ends at once; the error wraps the
 	// server's reply. See README's ACL rules.
 	ErrRedis = lockactor.ErrRedis
+	// ErrReplicaSync: with Config.SyncReplicas, fewer replicas than asked
+	// acknowledged the grant within Config.SyncTimeout. The grant was undone
+	// and the Lock never reported Acquired.
+	ErrReplicaSync = lockactor.ErrReplicaSync
 	// ErrWrongKind: the name is held or queued as another kind of lock.
 	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
 	// use as one kind refuses the others at once.

@@ -11,9 +11,11 @@ import (
 // Renewal, timers and shutdown.
 
 func (m *Machine) renewReply(now time.Time, msg Msg) {
-	if msg.Op == m.keepOp && m.keepOp != 0 {
-		m.keepAliveReply(now, msg)
-		return
+	for _, r := range m.queue {
+		if r.keepOp == msg.Op {
+			m.keepAliveReply(now, r, msg)
+			return
+		}
 	}
 	o := m.ownerGen(msg.Op)
 	if o == nil {

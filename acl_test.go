@@ -54,7 +54,9 @@ func aclClient(t *testing.T, srv *redistest.Server, user, rules string) rueidis.
 // the pub/sub wake-up — runs as a user with exactly the documented rights.
 func TestCorePathWithExactlyTheACLRules(t *testing.T) {
 	srv := redistest.Start(t)
-	const lease = 300 * time.Millisecond
+	// Long enough for a loaded test machine: the watchdog renews at
+	// lease/3, and the test waits two leases.
+	const lease = time.Second
 	newACLClient := func() *holdfast.Client {
 		c, err := holdfast.New(holdfast.Config{Redis: aclClient(t, srv, "holdfast", aclRules), WatchdogTimeout: lease})
 		if err != nil {

@@ -1,6 +1,10 @@
 package holdfast
 
-import "github.com/holdfast/holdfast/lockactor"
+import (
+	"errors"
+
+	"github.com/holdfast/holdfast/lockactor"
+)
 
 // Errors. A Lock's Err() returns one of these, or wraps one, or wraps the
 // context's error; test them with errors.Is.
@@ -30,4 +34,8 @@ var (
 	// ErrNotHeld: Release on a Lock that is already over. The error also
 	// wraps the cause the Lock ended with.
 	ErrNotHeld = lockactor.ErrNotHeld
+	// ErrNoQuorum: a RedLock could not get a majority of its nodes within
+	// its wait budget (some nodes unreachable, or held elsewhere). The error
+	// also wraps the last node's error.
+	ErrNoQuorum = errors.New("holdfast: no majority of RedLock nodes granted the lock")
 )

@@ -31,6 +31,8 @@ var (
 	Renew string
 	//go:embed handoff.lua
 	Handoff string
+	//go:embed fence_raise.lua
+	FenceRaise string
 )
 
 // Replies of the acquire script (first element of its array reply).

@@ -1,0 +1,198 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+)
+
+// RedLock takes the lock name on a majority of independent Redis deployments,
+// one Client each, and returns at once, as Lock does.
+//
+// Each node runs the reentrant lock's own keys and scripts; the requests go
+// out in parallel. The RedLock is held once a majority (len(clients)/2+1)
+// granted and time remains; Deadline is the time until which a majority
+// keeps the hold, never earlier than Redlock's validity (the lease from
+// before the first request, less drift). A round that cannot reach a majority
+// gives back every node (those that did not answer too) and, while the wait
+// budget lasts, tries again (each round's wait is drawn at random, so that
+// competing RedLocks that split the nodes stop splitting them); when the
+// budget is spent, or a node refuses for a reason waiting cannot fix
+// (ErrWrongKind, ErrClosed…), the RedLock ends with ErrNoQuorum wrapping the
+// last node's error. The watchdog renews on every node that
+// granted; the hold lasts while a majority confirms, and Lost closes at the
+// deadline otherwise.
+//
+// Token is monotone across holders: it is the highest token of the granting
+// majority, T, and before Acquired closes the fence counter of every granting
+// node is raised to at least T, so that any later majority, which shares a
+// node with this one, returns more than T. This holds as long as no more than
+// a minority of nodes loses data (a restart without persistence, a failover
+// that loses writes) between two holds. See the README for what RedLock does
+// and does not protect against.
+func RedLock(ctx context.Context, clients []*Client, name string, opts ...Option) *Lock {
+	targets := make([]Target, len(clients))
+	for i, cl := range clients {
+		targets[i] = Target{Client: cl, Name: name}
+	}
+	p := &redLock{q: quorum(len(clients))}
+	c, l := newComposite(ctx, "RedLock", name, targets, opts, p)
+	if c == nil {
+		return l
+	}
+	h := fnv.New64a()
+	for _, cl := range clients {
+		h.Write([]byte(cl.cfg.ClientID))
+	}
+	p.rng = rand.New(rand.NewPCG(h.Sum64(), clients[0].nextID.Add(1)))
+	c.run(ctx)
+	return l
+}
+
+// redLock is RedLock's policy.
+type redLock struct {
+	q       int
+	rng     *rand.Rand // round jitter; seeded from the Clients
+	round   []*attempt
+	raising bool   // a majority granted; the fence calls are out
+	floor   uint64 // T, while raising
+}
+
+func (p *redLock) start(c *composite) { p.newRound(c) }
+
+// roundWait is how long each node's request of a round may wait: a tenth of
+// the lease, plus up to half as much again at random so that competing
+// RedLocks that split the nodes between them stop splitting them, and never
+// more than the wait budget left.
+func (p *redLock) roundWait(c *composite) time.Duration {
+	lease := c.o.lease
+	if lease == 0 {
+		lease = c.targets[0].Client.cfg.WatchdogTimeout
+	}
+	base := max(lease/10, 2*wheelTick)
+	w := base + time.Duration(p.rng.Int64N(int64(base/2)+1))
+	if r := c.remaining(); r > 0 {
+		w = min(w, r)
+	}
+	return w
+}
+
+func (p *redLock) newRound(c *composite) {
+	p.raising, p.round = false, p.round[:0]
+	w := p.roundWait(c)
+	for i := range c.targets {
+		p.round = append(p.round, c.enqueue(i, w))
+	}
+}
+
+func (p *redLock) granted(c *composite, _ *attempt) {
+	if p.raising {
+		return
+	}
+	var held []*attempt
+	tokens := make([]uint64, 0, len(p.round))
+	for _, a := range p.round {
+		if a.held && !a.over && !a.giveBack {
+			held = append(held, a)
+			tokens = append(tokens, a.token)
+		}
+	}
+	if len(held) < p.q {
+		return
+	}
+	// A majority: stop asking the other nodes, and raise the fence.
+	for _, a := range p.round {
+		if !a.held {
+			c.giveBack(a)
+		}
+	}
+	p.raising, p.floor = true, fenceFloor(tokens)
+	for _, a := range held {
+		c.raiseFence(a, p.floor, p.raiseDone)
+	}
+}
+
+// raiseDone runs under mu when the fence call on a's node answered.
+func (p *redLock) raiseDone(c *composite, a *attempt, counter uint64, err error) {
+	if c.state != compPending || !p.raising {
+		return
+	}
+	a.raiseDone, a.raised = true, err == nil && counter >= p.floor
+	p.checkRaised(c)
+}
+
+// checkRaised makes the RedLock held once every fence call answered, if a
+// majority of nodes both hold and raised their counter, and time remains.
+func (p *redLock) checkRaised(c *composite) {
+	var ok []*attempt
+	for _, a := range c.held() {
+		if !a.raiseDone {
+			return
+		}
+		if a.raised {
+			ok = append(ok, a)
+		}
+	}
+	if len(ok) < p.q || !c.clock.Now().Before(quorumDeadline(deadlines(ok), p.q)) {
+		p.roundFailed(c)
+		return
+	}
+	p.raising = false
+	c.acquire(p.floor, []uint64{p.floor})
+}
+
+func (p *redLock) ended(c *composite, a *attempt) {
+	if p.raising {
+		p.checkRaised(c)
+		return
+	}
+	failed := 0
+	for _, a := range p.round {
+		if a.over {
+			failed++
+		}
+	}
+	if len(p.round)-failed < p.q {
+		p.roundFailed(c)
+	}
+}
+
+// roundFailed gives back every node of the round and tries again while the
+// budget lasts.
+func (p *redLock) roundFailed(c *composite) {
+	granted := 0
+	var last error
+	for _, a := range p.round {
+		if a.held && !a.over {
+			granted++
+		}
+		if a.over && a.err != nil && (last == nil || errors.Is(last, ErrWaitTimeout)) {
+			last = c.partErr(a, a.err) // prefer an error waiting cannot fix
+		}
+		c.giveBack(a)
+	}
+	p.raising = false
+	if c.budgetSpent() || (last != nil && !errors.Is(last, ErrWaitTimeout)) {
+		err := fmt.Errorf("%w: %d of %d nodes granted %q, a majority is %d", ErrNoQuorum, granted, len(c.targets), c.l.name, p.q)
+		if last != nil {
+			err = fmt.Errorf("%w (last: %w)", err, last)
+		}
+		c.fail(err)
+		return
+	}
+	p.newRound(c)
+}
+
+func (p *redLock) heldLost(c *composite, a *attempt) {
+	if n := len(c.held()); n < p.q {
+		c.fail(fmt.Errorf("holdfast: RedLock %q: %d of %d nodes still hold, a majority is %d: %w",
+			c.l.name, n, len(c.targets), p.q, c.partErr(a, a.err)))
+		return
+	}
+	c.l.deadline.Store(p.deadline(c).UnixNano())
+}
+
+func (p *redLock) deadline(c *composite) time.Time { return quorumDeadline(deadlines(c.held()), p.q) }

@@ -84,8 +84,6 @@ type attempt struct {
 	deadline time.Time
 	giveBack bool // a release was asked for
 	sent     bool // ... and sent to its actor
-	// RedLock: the fence call on its node finished (raised: successfully).
-	raiseDone, raised bool
 }
 
 func newComposite(ctx context.Context, what, name string, targets []Target, opts []Option, pol policy) (*composite, *Lock) {

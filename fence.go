@@ -20,12 +20,12 @@ type scriptRunner interface {
 
 var fenceRaiseScript = rueidis.NewLuaScript(scripts.FenceRaise)
 
-// raiseFence queues the fence call for attempt a's node; done runs under the
+// raiseFence queues the fence call for part's node; done runs under the
 // composite's mu with the counter after the call.
-func (c *composite) raiseFence(a *attempt, floor uint64, done func(*composite, *attempt, uint64, error)) {
-	t := c.targets[a.part]
+func (c *composite) raiseFence(part int, floor uint64, done func(*composite, uint64, error)) {
+	t := c.targets[part]
 	cb := func(v int64, err error) {
-		c.do(func() { done(c, a, uint64(max(v, 0)), err) })
+		c.do(func() { done(c, uint64(max(v, 0)), err) })
 	}
 	c.out = append(c.out, func() { t.Client.raiseFence(t.Name, floor, cb) })
 }

@@ -27,12 +27,14 @@ import (
 // deadline otherwise.
 //
 // Token is monotone across holders: it is the highest token of the granting
-// majority, T, and before Acquired closes the fence counter of every granting
-// node is raised to at least T, so that any later majority, which shares a
-// node with this one, returns more than T. This holds as long as no more than
-// a minority of nodes loses data (a restart without persistence, a failover
-// that loses writes) between two holds. See the README for what RedLock does
-// and does not protect against.
+// majority, T, and before Acquired closes the fence counter is raised to at
+// least T on every node that answers (a majority at least), so that a later
+// majority, which shares a node with the raised ones, returns more than T.
+// The assumption: between two holds, the raised nodes that keep their data
+// still overlap every majority — with 3 nodes all raised, one node may lose
+// data (restart without persistence, failover that loses writes); more loss
+// can make tokens go backwards. See the README for what RedLock does and does
+// not protect against.
 func RedLock(ctx context.Context, clients []*Client, name string, opts ...Option) *Lock {
 	targets := make([]Target, len(clients))
 	for i, cl := range clients {
@@ -57,8 +59,10 @@ type redLock struct {
 	q       int
 	rng     *rand.Rand // round jitter; seeded from the Clients
 	round   []*attempt
-	raising bool   // a majority granted; the fence calls are out
-	floor   uint64 // T, while raising
+	raising  bool   // a majority granted; the fence calls are out
+	floor    uint64 // T, while raising
+	raiseSeq uint64 // numbers the rounds' fence calls
+	raised   []int8 // per node: 0 no answer yet, 1 raised to floor, -1 failed
 }
 
 func (p *redLock) start(c *composite) { p.newRound(c) }
@@ -92,56 +96,67 @@ func (p *redLock) granted(c *composite, _ *attempt) {
 	if p.raising {
 		return
 	}
-	var held []*attempt
-	tokens := make([]uint64, 0, len(p.round))
+	var tokens []uint64
 	for _, a := range p.round {
 		if a.held && !a.over && !a.giveBack {
-			held = append(held, a)
 			tokens = append(tokens, a.token)
 		}
 	}
-	if len(held) < p.q {
+	if len(tokens) < p.q {
 		return
 	}
-	// A majority: stop asking the other nodes, and raise the fence.
+	// A majority: stop asking the other nodes, and raise the fence on every
+	// node, the ones that did not grant too. Raising a counter never harms
+	// (tokens only need to grow), and the more nodes carry T, the more data
+	// loss a later majority can survive and still overlap one of them.
 	for _, a := range p.round {
 		if !a.held {
 			c.giveBack(a)
 		}
 	}
 	p.raising, p.floor = true, fenceFloor(tokens)
-	for _, a := range held {
-		c.raiseFence(a, p.floor, p.raiseDone)
+	p.raiseSeq++
+	seq := p.raiseSeq
+	p.raised = make([]int8, len(c.targets))
+	for part := range c.targets {
+		c.raiseFence(part, p.floor, func(c *composite, counter uint64, err error) {
+			if seq != p.raiseSeq || c.state != compPending || !p.raising {
+				return // a fence call of an earlier round
+			}
+			p.raised[part] = -1
+			if err == nil && counter >= p.floor {
+				p.raised[part] = 1
+			}
+			p.checkRaised(c)
+		})
 	}
 }
 
-// raiseDone runs under mu when the fence call on a's node answered.
-func (p *redLock) raiseDone(c *composite, a *attempt, counter uint64, err error) {
-	if c.state != compPending || !p.raising {
-		return
-	}
-	a.raiseDone, a.raised = true, err == nil && counter >= p.floor
-	p.checkRaised(c)
-}
-
-// checkRaised makes the RedLock held once every fence call answered, if a
-// majority of nodes both hold and raised their counter, and time remains.
+// checkRaised makes the RedLock held once a majority of nodes hold it and a
+// majority raised their counter to T, if time remains; it fails the round
+// once either majority is out of reach.
 func (p *redLock) checkRaised(c *composite) {
-	var ok []*attempt
-	for _, a := range c.held() {
-		if !a.raiseDone {
-			return
-		}
-		if a.raised {
-			ok = append(ok, a)
+	held := c.held()
+	ok, failed := 0, 0
+	for _, r := range p.raised {
+		switch r {
+		case 1:
+			ok++
+		case -1:
+			failed++
 		}
 	}
-	if len(ok) < p.q || !c.clock.Now().Before(quorumDeadline(deadlines(ok), p.q)) {
+	switch {
+	case len(held) < p.q || failed > len(c.targets)-p.q:
 		p.roundFailed(c)
-		return
+	case ok < p.q:
+		// wait for more fence calls
+	case !c.clock.Now().Before(quorumDeadline(deadlines(held), p.q)):
+		p.roundFailed(c) // no time left
+	default:
+		p.raising = false
+		c.acquire(p.floor, []uint64{p.floor})
 	}
-	p.raising = false
-	c.acquire(p.floor, []uint64{p.floor})
 }
 
 func (p *redLock) ended(c *composite, a *attempt) {

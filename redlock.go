@@ -56,9 +56,9 @@ func RedLock(ctx context.Context, clients []*Client, name string, opts ...Option
 
 // redLock is RedLock's policy.
 type redLock struct {
-	q       int
-	rng     *rand.Rand // round jitter; seeded from the Clients
-	round   []*attempt
+	q        int
+	rng      *rand.Rand // round jitter; seeded from the Clients
+	round    []*attempt
 	raising  bool   // a majority granted; the fence calls are out
 	floor    uint64 // T, while raising
 	raiseSeq uint64 // numbers the rounds' fence calls

@@ -119,6 +119,11 @@ func (p *redLock) granted(c *composite, _ *attempt) {
 	seq := p.raiseSeq
 	p.raised = make([]int8, len(c.targets))
 	for part := range c.targets {
+		if a := c.cur[part]; a != nil && a.held && a.token == p.floor {
+			// Its counter is T already (counters only grow): no call.
+			p.raised[part] = 1
+			continue
+		}
 		c.raiseFence(part, p.floor, func(c *composite, counter uint64, err error) {
 			if seq != p.raiseSeq || c.state != compPending || !p.raising {
 				return // a fence call of an earlier round
@@ -130,6 +135,10 @@ func (p *redLock) granted(c *composite, _ *attempt) {
 			p.checkRaised(c)
 		})
 	}
+	// With the granting nodes' counters in step (the usual case), a
+	// majority carries T already and Acquired needs no extra round trip;
+	// the other nodes' calls still raise them, for later holders.
+	p.checkRaised(c)
 }
 
 // checkRaised makes the RedLock held once a majority of nodes hold it and a

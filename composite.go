@@ -119,6 +119,9 @@ func (c *composite) check(ctx context.Context) error {
 		if t.Client == nil {
 			return fmt.Errorf("%w: %s target %q has a nil Client", ErrInvalidOption, c.what, t.Name)
 		}
+		if !t.Client.usable() {
+			return errNoClient
+		}
 		if seen[t] {
 			return fmt.Errorf("%w: %s names %q on one Client twice", ErrInvalidOption, c.what, t.Name)
 		}

@@ -34,6 +34,10 @@ var (
 	// ErrNotHeld: Release on a Lock that is already over. The error also
 	// wraps the cause the Lock ended with.
 	ErrNotHeld = lockactor.ErrNotHeld
+	// ErrWrongKind: the name is held or queued as another kind of lock.
+	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
+	// use as one kind refuses the others at once.
+	ErrWrongKind = lockactor.ErrWrongKind
 	// ErrNoQuorum: a RedLock could not get a majority of its nodes within
 	// its wait budget (some nodes unreachable, or held elsewhere). The error
 	// also wraps the last node's error.

@@ -50,8 +50,8 @@ type proc struct {
 	// releasing: Release was called, so l no longer counts as a hold (its
 	// parts may be free in Redis before Lost closes, as for any Lock).
 	releasing bool
-	rounds  int
-	rng     *rand.Rand
+	rounds    int
+	rng       *rand.Rand
 }
 
 type grant struct {

@@ -136,6 +136,34 @@ func TestLockAllPartDeletedFiresLost(t *testing.T) {
 	noLockKeys(t, a) // the part still held was released before Lost closed
 }
 
+func TestLockAllPartLostWhileWaiting(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	cfg := holdfast.Config{WatchdogTimeout: 300 * time.Millisecond}
+	ca, cb := newClient(t, a, cfg), newClient(t, b, cfg)
+	ctx := context.Background()
+	blocker := newClient(t, b, holdfast.Config{}).Lock(ctx, "q")
+	mustAcquire(t, blocker)
+	l := holdfast.LockAll(ctx, []holdfast.Target{{Client: ca, Name: "p"}, {Client: cb, Name: "q"}})
+	// p is taken first (global order) and held while q is waited for.
+	deadline := time.Now().Add(waitFor)
+	for len(lockKeys(t, a)) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("p never taken")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	a.Do(t, "DEL", scripts.LockKey("p"))
+	mustLose(t, l, holdfast.ErrNotOwner)
+	if !strings.Contains(l.Err().Error(), `"p"`) {
+		t.Fatalf("Err does not name the lost part: %v", l.Err())
+	}
+	if err := blocker.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	noLockKeys(t, a)
+	noLockKeys(t, b)
+}
+
 func TestLockAllBadInput(t *testing.T) {
 	a := redistest.Start(t)
 	c := newClient(t, a, holdfast.Config{})
@@ -154,6 +182,9 @@ func TestLockAllBadInput(t *testing.T) {
 		})
 	}
 	mustLose(t, holdfast.RedLock(context.Background(), nil, "x"), holdfast.ErrInvalidOption)
+	//lint:ignore SA1012 a nil context is the bad input under test
+	mustLose(t, holdfast.LockAll(nil, []holdfast.Target{{Client: c, Name: "x"}}), holdfast.ErrInvalidOption) //nolint:staticcheck
+	mustLose(t, holdfast.RedLock(context.Background(), []*holdfast.Client{c}, "x", holdfast.WithWait(-1)), holdfast.ErrInvalidOption)
 	noLockKeys(t, a)
 }
 

@@ -97,7 +97,16 @@ func (p *lockAll) waitRound(c *composite) {
 }
 
 func (p *lockAll) granted(c *composite, _ *attempt) { p.check(c) }
-func (p *lockAll) ended(c *composite, _ *attempt)   { p.check(c) }
+
+func (p *lockAll) ended(c *composite, a *attempt) {
+	if a.part < p.cursor {
+		// A part taken in an earlier round was lost while a later one is
+		// waited for: the composite cannot be granted whole any more.
+		c.fail(c.partErr(a, fmt.Errorf("lost while waiting for the other parts: %w", a.err)))
+		return
+	}
+	p.check(c)
+}
 
 // check decides once every attempt of the round has an answer.
 func (p *lockAll) check(c *composite) {

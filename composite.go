@@ -47,7 +47,8 @@ type composite struct {
 	userRelease bool       // Release started the end: answer it
 	relErrs     []error
 	driver      lockactor.Driver
-	out         []func() // calls into actors, run by do after mu is released
+	out         []func()     // calls into actors, run by do after mu is released
+	budget      *clock.Timer // ends a pending composite past its wait budget
 }
 
 type compState uint8
@@ -255,6 +256,7 @@ func (c *composite) fail(cause error) {
 	if c.state >= compEnding {
 		return
 	}
+	c.stopBudget()
 	c.state, c.cause = compEnding, cause
 	for _, a := range c.cur {
 		if a != nil {
@@ -280,6 +282,7 @@ func (c *composite) maybeFinish() {
 // acquire makes the composite held with the given tokens (in the caller's
 // order of targets) and token.
 func (c *composite) acquire(token uint64, tokens []uint64) {
+	c.stopBudget()
 	c.state = compHeld
 	c.l.token.Store(token)
 	c.l.deadline.Store(c.pol.deadline(c).UnixNano())
@@ -287,6 +290,32 @@ func (c *composite) acquire(token uint64, tokens []uint64) {
 	c.l.tokens = tokens
 	c.l.mu.Unlock()
 	close(c.l.acquired)
+}
+
+// armBudget bounds a pending composite by its wait budget even when a part
+// cannot answer (a part that tries once on an unreachable node retries until
+// it hears back). The parts' own wait timers end at the budget and normally
+// decide first; this timer, a little later, only catches the stuck ones. It
+// is the composite's: stopped when the composite stops pending, a no-op if
+// it fires after.
+func (c *composite) armBudget() {
+	if c.o.wait <= 0 {
+		return
+	}
+	c.budget = c.clock.AfterFunc(c.o.wait+2*wheelTick, func() {
+		c.do(func() {
+			if c.state == compPending {
+				c.fail(fmt.Errorf("holdfast: %s %q: %w (a part did not answer)", c.what, c.l.name, ErrWaitTimeout))
+			}
+		})
+	})
+}
+
+func (c *composite) stopBudget() {
+	if c.budget != nil {
+		c.budget.Stop()
+		c.budget = nil
+	}
 }
 
 // held returns the live held attempts.

@@ -164,6 +164,22 @@ func TestLockAllPartLostWhileWaiting(t *testing.T) {
 	noLockKeys(t, b)
 }
 
+// TestLockAllPartServerDownEndsAtBudget: a part whose server does not
+// answer cannot stretch the wait budget; the part that was taken is given
+// back before Lost closes.
+func TestLockAllPartServerDownEndsAtBudget(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	cfg := holdfast.Config{CallTimeout: 200 * time.Millisecond}
+	ca, cb := newClient(t, a, cfg), newClient(t, b, cfg)
+	b.Kill()
+	start := time.Now()
+	l := holdfast.LockAll(context.Background(), []holdfast.Target{{Client: ca, Name: "p"}, {Client: cb, Name: "q"}},
+		holdfast.WithWait(300*time.Millisecond))
+	mustLose(t, l, holdfast.ErrWaitTimeout)
+	t.Logf("Lost after %v: %v", time.Since(start).Round(time.Millisecond), l.Err())
+	noLockKeys(t, a)
+}
+
 func TestLockAllBadInput(t *testing.T) {
 	a := redistest.Start(t)
 	c := newClient(t, a, holdfast.Config{})

@@ -80,7 +80,10 @@ type lockAll struct {
 	round   []*attempt
 }
 
-func (p *lockAll) start(c *composite) { p.fastRound(c) }
+func (p *lockAll) start(c *composite) {
+	c.armBudget()
+	p.fastRound(c)
+}
 
 // fastRound tries every part from cursor on at once, each once.
 func (p *lockAll) fastRound(c *composite) {

@@ -69,6 +69,8 @@ var scenarios = []scenario{
 	{"renewal", runRenewal},
 	{"ceiling", runCeiling},
 	{"timerwheel", runTimerwheel},
+	{"lockall", runLockAll},
+	{"redlock", runRedLock},
 }
 
 func main() {

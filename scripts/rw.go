@@ -1,0 +1,122 @@
+package scripts
+
+import (
+	_ "embed"
+	"errors"
+	"strconv"
+	"time"
+)
+
+// The read-write kind's scripts. Layout, arguments and replies are documented
+// at the top of rw_acquire.lua; in short, the name's lock hash carries
+// kind=rw and one field per read hold, write hold and waiting writer's claim,
+// each with a lease key of its own (RWLeaseKey) in the same hash slot.
+var (
+	//go:embed rw_acquire.lua
+	RWAcquire string
+	//go:embed rw_release.lua
+	RWRelease string
+	//go:embed rw_renew.lua
+	RWRenew string
+)
+
+// RWMode is the mode of a read-write hold.
+type RWMode byte
+
+// Modes of a read-write hold, as the scripts spell them.
+const (
+	RWRead  RWMode = 'r'
+	RWWrite RWMode = 'w'
+)
+
+func (m RWMode) String() string {
+	switch m {
+	case RWRead:
+		return "read"
+	case RWWrite:
+		return "write"
+	}
+	return "RWMode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// Reply codes of rw_acquire.lua besides AcquireGranted, AcquireHeld and
+// AcquireMismatch, which mean what they mean for acquire.lua.
+const (
+	RWWrongKind     = -2
+	RWWouldDeadlock = -3
+)
+
+// RWField is the lock-hash field of owner field's hold in mode m; the
+// rw_renew script takes it as the hold's field.
+func RWField(m RWMode, field string) string { return string(m) + ":" + field }
+
+// RWLeaseKey is the key whose TTL is the lease of owner field's hold in mode
+// m on name; its value is the hold's fencing token.
+func RWLeaseKey(name string, m RWMode, field string) string {
+	return LockKey(name) + ":rw:" + RWField(m, field)
+}
+
+// RWAcquireCall builds the keys and arguments of rw_acquire.lua. claim is the
+// waiting writer's claim lease (0: leave no claim).
+func RWAcquireCall(name, field string, m RWMode, lease time.Duration, expected int64, claim time.Duration) (keys, args []string) {
+	c := "0"
+	if claim > 0 {
+		c = rwMillis(claim)
+	}
+	return []string{LockKey(name), FenceKey(name)},
+		[]string{field, string(m), rwMillis(lease), strconv.FormatInt(expected, 10), c}
+}
+
+// RWReleaseCall builds the keys and arguments of rw_release.lua.
+func RWReleaseCall(name, field string, m RWMode, expected int64) (keys, args []string) {
+	return []string{LockKey(name)}, []string{field, string(m), strconv.FormatInt(expected, 10), Channel(name)}
+}
+
+// RWAcquireReply is the decoded reply of rw_acquire.lua.
+type RWAcquireReply struct {
+	Code  int64  // AcquireGranted, AcquireHeld, AcquireMismatch, RWWrongKind or RWWouldDeadlock
+	Count int64  // count after the grant, or the count found (mismatch)
+	Token uint64 // the hold's fencing token, when granted
+	PTTL  time.Duration
+}
+
+// ErrMalformedReply is returned for a script reply of the wrong shape.
+var ErrMalformedReply = errors.New("holdfast: malformed script reply")
+
+// DecodeRWAcquire decodes rw_acquire.lua's integer array reply.
+func DecodeRWAcquire(vals []int64) (RWAcquireReply, error) {
+	if len(vals) < 1 {
+		return RWAcquireReply{}, ErrMalformedReply
+	}
+	res := RWAcquireReply{Code: vals[0]}
+	switch vals[0] {
+	case AcquireGranted:
+		if len(vals) < 3 {
+			return res, ErrMalformedReply
+		}
+		res.Count, res.Token = vals[1], uint64(vals[2])
+	case AcquireHeld:
+		if len(vals) < 2 {
+			return res, ErrMalformedReply
+		}
+		res.PTTL = time.Duration(vals[1]) * time.Millisecond
+	case AcquireMismatch:
+		if len(vals) < 2 {
+			return res, ErrMalformedReply
+		}
+		res.Count = vals[1]
+	case RWWrongKind, RWWouldDeadlock:
+	default:
+		return res, ErrMalformedReply
+	}
+	return res, nil
+}
+
+// rwMillis renders d in whole milliseconds, at least 1, as scripts take leases.
+func rwMillis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}

@@ -63,7 +63,7 @@ func RWAcquireCall(name, field string, m RWMode, lease time.Duration, expected i
 	if claim > 0 {
 		c = rwMillis(claim)
 	}
-	return []string{LockKey(name), FenceKey(name)},
+	return []string{LockKey(name), FenceKey(name), LockKey(name) + ":q"},
 		[]string{field, string(m), rwMillis(lease), strconv.FormatInt(expected, 10), c}
 }
 

@@ -8,6 +8,7 @@
 --          field c:OWNERFIELD -> a waiting writer's claim (value 1)
 --          PEXPIRE = the longest remaining lease among the fields' lease keys
 -- KEYS[2]  fence counter  holdfast:{NAME}:fence  INCR on every fresh grant
+-- KEYS[3]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
 -- ARGV[1]  owner field    CLIENTID:OWNER
 -- ARGV[2]  mode           "r" (read) or "w" (write)
 -- ARGV[3]  lease in milliseconds
@@ -50,7 +51,7 @@ local function take_token()
 end
 
 local kind = redis.call('hget', key, 'kind')
-if kind ~= 'rw' and redis.call('exists', key) == 1 then
+if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[3]) == 1 then
   return {-2}
 end
 

@@ -47,7 +47,7 @@ const (
 )
 
 // RWField is the lock-hash field of owner field's hold in mode m; the
-// rw_renew script takes it as the hold's field.
+// rw_renew script takes it, with RWLeaseKey as the hold's key.
 func RWField(m RWMode, field string) string { return string(m) + ":" + field }
 
 // RWLeaseKey is the key whose TTL is the lease of owner field's hold in mode
@@ -63,13 +63,13 @@ func RWAcquireCall(name, field string, m RWMode, lease time.Duration, expected i
 	if claim > 0 {
 		c = rwMillis(claim)
 	}
-	return []string{LockKey(name), FenceKey(name), LockKey(name) + ":q"},
+	return []string{RWLeaseKey(name, m, field), LockKey(name), FenceKey(name), LockKey(name) + ":q"},
 		[]string{field, string(m), rwMillis(lease), strconv.FormatInt(expected, 10), c}
 }
 
 // RWReleaseCall builds the keys and arguments of rw_release.lua.
 func RWReleaseCall(name, field string, m RWMode, expected int64) (keys, args []string) {
-	return []string{LockKey(name)}, []string{field, string(m), strconv.FormatInt(expected, 10), Channel(name)}
+	return []string{RWLeaseKey(name, m, field), LockKey(name)}, []string{field, string(m), strconv.FormatInt(expected, 10), Channel(name)}
 }
 
 // RWAcquireReply is the decoded reply of rw_acquire.lua.

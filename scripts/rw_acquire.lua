@@ -1,14 +1,15 @@
 -- rw_acquire: take or re-enter a read or write hold of the read-write lock
--- at KEYS[1] for one owner.
+-- at KEYS[2] for one owner.
 --
--- KEYS[1]  lock hash      holdfast:{NAME}
+-- KEYS[1]  lease key      holdfast:{NAME}:rw:MODE:OWNERFIELD, this hold's own lease
+-- KEYS[2]  lock hash      holdfast:{NAME}
 --          field kind         -> "rw" (marks the name as a read-write lock)
 --          field r:OWNERFIELD -> reentry count of the owner's read hold
 --          field w:OWNERFIELD -> reentry count of the owner's write hold
 --          field c:OWNERFIELD -> a waiting writer's claim (value 1)
 --          PEXPIRE = the longest remaining lease among the fields' lease keys
--- KEYS[2]  fence counter  holdfast:{NAME}:fence  INCR on every fresh grant
--- KEYS[3]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
+-- KEYS[3]  fence counter  holdfast:{NAME}:fence  INCR on every fresh grant
+-- KEYS[4]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
 -- ARGV[1]  owner field    CLIENTID:OWNER
 -- ARGV[2]  mode           "r" (read) or "w" (write)
 -- ARGV[3]  lease in milliseconds
@@ -16,7 +17,7 @@
 -- ARGV[5]  claim lease in milliseconds (the client's WaiterTimeout); 0 makes a
 --          writer that must wait leave no claim (a try-once request)
 --
--- Every r:/w:/c: field has a lease key KEYS[1]..':rw:'..FIELD in the same hash
+-- Every r:/w:/c: field has a lease key KEYS[2]..':rw:'..FIELD in the same hash
 -- slot (value: the hold's token, or 1 for a claim) whose PEXPIRE is that
 -- hold's own lease, so a crashed reader's hold ends on its own deadline
 -- whatever the other readers renew. A field whose lease key is gone is
@@ -41,17 +42,21 @@
 -- Like acquire.lua the call is idempotent: a repeat of an attempt that already
 -- ran (count is expected + 1) answers the same grant again. Leases are only
 -- ever extended, never shortened.
-local key, owner, mode = KEYS[1], ARGV[1], ARGV[2]
+local lk, key, owner, mode = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local lease, expected, claimms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local pfx = key .. ':rw:'
+local mf = mode .. ':' .. owner
+if (mode ~= 'r' and mode ~= 'w') or lk ~= pfx .. mf then
+  return redis.error_reply('ERR rw_acquire: bad mode, or KEYS[1] is not the lease key of the owner in this mode')
+end
 
 -- FENCE: the one place this script takes a fencing token.
 local function take_token()
-  return redis.call('incr', KEYS[2])
+  return redis.call('incr', KEYS[3])
 end
 
 local kind = redis.call('hget', key, 'kind')
-if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[3]) == 1 then
+if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[4]) == 1 then
   return {-2}
 end
 
@@ -94,8 +99,6 @@ local function fit()
   end
 end
 
-local mf = mode .. ':' .. owner
-local lk = pfx .. mf
 local v = redis.call('hget', key, mf)
 local count = 0
 if v then count = tonumber(v) end

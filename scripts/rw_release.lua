@@ -1,7 +1,8 @@
 -- rw_release: give back one reentry of an owner's read or write hold, or all
--- of it, on the read-write lock at KEYS[1] (layout in rw_acquire.lua).
+-- of it, on the read-write lock at KEYS[2] (layout in rw_acquire.lua).
 --
--- KEYS[1]  lock hash  holdfast:{NAME}
+-- KEYS[1]  lease key  holdfast:{NAME}:rw:MODE:OWNERFIELD
+-- KEYS[2]  lock hash  holdfast:{NAME}
 -- ARGV[1]  owner field  CLIENTID:OWNER
 -- ARGV[2]  mode  "r" or "w"
 -- ARGV[3]  the count the caller believes the owner holds in this mode before
@@ -20,10 +21,13 @@
 -- and the name may now grant what it refused: after a writer leaves (or gives
 -- up its claim) with no other writer holding, every waiting reader may go;
 -- after the last reader leaves, a waiting writer may go.
-local key, owner, mode = KEYS[1], ARGV[1], ARGV[2]
+local key, owner, mode = KEYS[2], ARGV[1], ARGV[2]
 local expected = tonumber(ARGV[3])
 local pfx = key .. ':rw:'
 local mf = mode .. ':' .. owner
+if (mode ~= 'r' and mode ~= 'w') or KEYS[1] ~= pfx .. mf then
+  return redis.error_reply('ERR rw_release: bad mode, or KEYS[1] is not the lease key of the owner in this mode')
+end
 
 if redis.call('hget', key, 'kind') ~= 'rw' then
   return -1
@@ -37,7 +41,7 @@ end
 
 local left, ended = -1, false
 local v = redis.call('hget', key, mf)
-if v and redis.call('exists', pfx .. mf) == 0 then
+if v and redis.call('exists', KEYS[1]) == 0 then
   redis.call('hdel', key, mf)
   v = nil
 end

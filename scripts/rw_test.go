@@ -193,7 +193,7 @@ func TestRWLeasesAreOwn(t *testing.T) {
 	const r, w = scripts.RWRead, scripts.RWWrite
 	A, R := scripts.RWAcquire, scripts.RWRelease
 	renew := func(b rwBackend, owner string, lease int64) int64 {
-		got := b.eval(t, scripts.RWRenew, []string{scripts.LockKey("n")},
+		got := b.eval(t, scripts.RWRenew, []string{scripts.RWLeaseKey("n", r, "c:"+owner)},
 			[]string{scripts.RWField(r, "c:"+owner), strconv.FormatInt(lease, 10)})
 		return got[0]
 	}
@@ -261,5 +261,29 @@ func TestDecodeRWAcquire(t *testing.T) {
 	}
 	if res, _ := scripts.DecodeRWAcquire([]int64{1, 2, 7}); res.Count != 2 || res.Token != 7 {
 		t.Fatalf("granted decoded as %+v", res)
+	}
+}
+
+// TestRWBadCallChangesNothing: a call whose lease key does not match its
+// owner and mode is refused before anything is written.
+func TestRWBadCallChangesNothing(t *testing.T) {
+	node := sim.NewNode(func() time.Time { return time.Unix(1_700_000_000, 0) })
+	keys, args := scripts.RWAcquireCall("n", "c:a", scripts.RWRead, time.Second, 0, 0)
+	keys[0] = scripts.RWLeaseKey("n", scripts.RWWrite, "c:a")
+	if r := node.Eval(scripts.RWAcquire, keys, args); !r.IsError() {
+		t.Fatalf("acquire with another hold's lease key: %v", r)
+	}
+	args[1] = "x"
+	keys[0] = scripts.RWLeaseKey("n", 'x', "c:a")
+	if r := node.Eval(scripts.RWAcquire, keys, args); !r.IsError() {
+		t.Fatalf("acquire in mode x: %v", r)
+	}
+	keys, args = scripts.RWReleaseCall("n", "c:a", scripts.RWRead, 1)
+	keys[0] = scripts.RWLeaseKey("n", scripts.RWWrite, "c:b")
+	if r := node.Eval(scripts.RWRelease, keys, args); !r.IsError() {
+		t.Fatalf("release with another hold's lease key: %v", r)
+	}
+	if n := len(node.Log()); n != 0 {
+		t.Fatalf("refused calls wrote %d commands: %v", n, node.Log())
 	}
 }

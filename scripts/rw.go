@@ -18,6 +18,8 @@ var (
 	RWRelease string
 	//go:embed rw_renew.lua
 	RWRenew string
+	//go:embed rw_keepalive.lua
+	RWKeepAlive string
 )
 
 // RWMode is the mode of a read-write hold.
@@ -47,7 +49,7 @@ const (
 )
 
 // RWField is the lock-hash field of owner field's hold in mode m; the
-// rw_renew script takes it, with RWLeaseKey as the hold's key.
+// rw_renew script takes it as the hold's field.
 func RWField(m RWMode, field string) string { return string(m) + ":" + field }
 
 // RWLeaseKey is the key whose TTL is the lease of owner field's hold in mode

@@ -24,10 +24,11 @@
 -- pruned by every script that reads the hash.
 --
 -- Rules: any number of read holds; a write hold excludes every hold of other
--- owners. A writer that must wait leaves a claim (renewed by its retries,
--- which come at least every claim/3); while another owner's claim is live,
--- fresh readers wait behind it (writer preference), but an owner that holds
--- the name already (a reader re-entering, a writer taking a read) is granted.
+-- owners. A writer that must wait leaves a claim, a lease of its own that
+-- the waiting process keeps alive (rw_keepalive.lua); while another owner's
+-- claim is live, fresh readers wait behind it (writer preference), but an
+-- owner that holds the name already (a reader re-entering, a writer taking
+-- a read) is granted.
 -- A read holder asking for a fresh write hold would wait for itself: refused.
 --
 -- Replies:
@@ -123,7 +124,6 @@ if mode == 'w' then
       redis.call('hset', key, 'kind', 'rw', 'c:' .. owner, 1)
       redis.call('set', pfx .. 'c:' .. owner, 1, 'px', claimms)
       fit()
-      blockttl = math.min(blockttl, math.max(1, math.floor(claimms / 3)))
     end
     return {0, blockttl}
   end

@@ -1,10 +1,10 @@
 -- rw_renew: extend the leases of many read-write holds in one call (the
 -- watchdog's batch for the read-write kind; layout in rw_acquire.lua).
 --
--- KEYS[i]      lease key of hold i: holdfast:{NAME}:rw:FIELD
+-- KEYS[i]      lock hash of hold i: holdfast:{NAME}
 -- ARGV[2i-1]   hash field of hold i, FIELD: the mode and the owner,
---              "r:CLIENTID:OWNER" or "w:CLIENTID:OWNER"; the lock hash
---              holdfast:{NAME} is the lease key without ":rw:FIELD"
+--              "r:CLIENTID:OWNER" or "w:CLIENTID:OWNER"; the hold's own lease
+--              key is KEYS[i]..':rw:'..FIELD (same hash slot)
 -- ARGV[2i]     lease of hold i in milliseconds
 --
 -- Reply: an array with one entry per key, 1 when the hold is live and its own
@@ -14,11 +14,11 @@
 -- TTL is raised to cover the renewed lease, never lowered.
 local out = {}
 for i = 1, #KEYS do
-  local lk, f = KEYS[i], ARGV[2 * i - 1]
+  local key, f = KEYS[i], ARGV[2 * i - 1]
   local lease = tonumber(ARGV[2 * i])
-  local key = string.sub(lk, 1, #lk - #f - 4)
+  local lk = key .. ':rw:' .. f
   out[i] = 0
-  if string.sub(lk, #key + 1) == ':rw:' .. f and redis.call('hexists', key, f) == 1 then
+  if redis.call('hexists', key, f) == 1 then
     local ttl = redis.call('pttl', lk)
     if ttl == -2 then
       redis.call('hdel', key, f)

@@ -48,30 +48,45 @@ const (
 	RWWouldDeadlock = -3
 )
 
-// RWField is the lock-hash field of owner field's hold in mode m; the
-// rw_renew script takes it as the hold's field.
-func RWField(m RWMode, field string) string { return string(m) + ":" + field }
+// RWField is the hold field of the owner field ownerField's hold in mode m:
+// "CLIENTID:OWNER:r" or "CLIENTID:OWNER:w". It names the hold in the lock
+// hash, in its lease key and in rw_renew's arguments; a read-write Request's
+// Field is its hold field.
+func RWField(m RWMode, ownerField string) string { return ownerField + ":" + string(m) }
 
-// RWLeaseKey is the key whose TTL is the lease of owner field's hold in mode
-// m on name; its value is the hold's fencing token.
-func RWLeaseKey(name string, m RWMode, field string) string {
-	return LockKey(name) + ":rw:" + RWField(m, field)
+// RWModeOf returns the mode and the owner field of a hold field made by
+// RWField, or false.
+func RWModeOf(holdField string) (m RWMode, ownerField string, ok bool) {
+	n := len(holdField)
+	if n < 3 || holdField[n-2] != ':' {
+		return 0, "", false
+	}
+	switch m := RWMode(holdField[n-1]); m {
+	case RWRead, RWWrite:
+		return m, holdField[:n-2], true
+	}
+	return 0, "", false
 }
 
-// RWAcquireCall builds the keys and arguments of rw_acquire.lua. claim is the
-// waiting writer's claim lease (0: leave no claim).
-func RWAcquireCall(name, field string, m RWMode, lease time.Duration, expected int64, claim time.Duration) (keys, args []string) {
+// RWLeaseKey is the key whose TTL is the lease of the hold holdField on name;
+// its value is the hold's fencing token.
+func RWLeaseKey(name, holdField string) string { return LockKey(name) + ":rw:" + holdField }
+
+// RWAcquireCall builds the keys and arguments of rw_acquire.lua for the hold
+// holdField. claim is the waiting writer's claim lease (0: leave no claim).
+func RWAcquireCall(name, holdField string, lease time.Duration, expected int64, claim time.Duration) (keys, args []string) {
 	c := "0"
 	if claim > 0 {
 		c = rwMillis(claim)
 	}
-	return []string{RWLeaseKey(name, m, field), LockKey(name), FenceKey(name), LockKey(name) + ":q"},
-		[]string{field, string(m), rwMillis(lease), strconv.FormatInt(expected, 10), c}
+	return []string{RWLeaseKey(name, holdField), LockKey(name), FenceKey(name), LockKey(name) + ":q"},
+		[]string{holdField, rwMillis(lease), strconv.FormatInt(expected, 10), c}
 }
 
 // RWReleaseCall builds the keys and arguments of rw_release.lua.
-func RWReleaseCall(name, field string, m RWMode, expected int64) (keys, args []string) {
-	return []string{RWLeaseKey(name, m, field), LockKey(name)}, []string{field, string(m), strconv.FormatInt(expected, 10), Channel(name)}
+func RWReleaseCall(name, holdField string, expected int64) (keys, args []string) {
+	return []string{RWLeaseKey(name, holdField), LockKey(name)},
+		[]string{holdField, strconv.FormatInt(expected, 10), Channel(name)}
 }
 
 // RWAcquireReply is the decoded reply of rw_acquire.lua.

@@ -1,35 +1,35 @@
 -- rw_acquire: take or re-enter a read or write hold of the read-write lock
 -- at KEYS[2] for one owner.
 --
--- KEYS[1]  lease key      holdfast:{NAME}:rw:MODE:OWNERFIELD, this hold's own lease
+-- KEYS[1]  lease key      holdfast:{NAME}:rw:HOLDFIELD, this hold's own lease
 -- KEYS[2]  lock hash      holdfast:{NAME}
---          field kind         -> "rw" (marks the name as a read-write lock)
---          field r:OWNERFIELD -> reentry count of the owner's read hold
---          field w:OWNERFIELD -> reentry count of the owner's write hold
---          field c:OWNERFIELD -> a waiting writer's claim (value 1)
+--          field kind            -> "rw" (marks the name as a read-write lock)
+--          field CLIENTID:OWNER:r -> reentry count of the owner's read hold
+--          field CLIENTID:OWNER:w -> reentry count of the owner's write hold
+--          field CLIENTID:OWNER:c -> a waiting writer's claim (value 1)
 --          PEXPIRE = the longest remaining lease among the fields' lease keys
 -- KEYS[3]  fence counter  holdfast:{NAME}:fence  INCR on every fresh grant
 -- KEYS[4]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
--- ARGV[1]  owner field    CLIENTID:OWNER
--- ARGV[2]  mode           "r" (read) or "w" (write)
--- ARGV[3]  lease in milliseconds
--- ARGV[4]  the count the caller believes the owner holds in this mode (0 = fresh)
--- ARGV[5]  claim lease in milliseconds (the client's WaiterTimeout); 0 makes a
+-- ARGV[1]  hold field     CLIENTID:OWNER:r (read) or CLIENTID:OWNER:w (write)
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  the count the caller believes the owner holds in this mode (0 = fresh)
+-- ARGV[4]  claim lease in milliseconds (the client's WaiterTimeout); 0 makes a
 --          writer that must wait leave no claim (a try-once request)
 --
--- Every r:/w:/c: field has a lease key KEYS[2]..':rw:'..FIELD in the same hash
--- slot (value: the hold's token, or 1 for a claim) whose PEXPIRE is that
+-- Every hold and claim field F has a lease key KEYS[2]..':rw:'..F in the same
+-- hash slot (value: the hold's token, or 1 for a claim) whose PEXPIRE is that
 -- hold's own lease, so a crashed reader's hold ends on its own deadline
 -- whatever the other readers renew. A field whose lease key is gone is
--- pruned by every script that reads the hash.
+-- pruned by every script that reads the hash. Owner fields always contain
+-- ':', so "kind" never collides with one.
 --
 -- Rules: any number of read holds; a write hold excludes every hold of other
 -- owners. A writer that must wait leaves a claim, a lease of its own that
 -- the waiting process keeps alive (rw_keepalive.lua); while another owner's
 -- claim is live, fresh readers wait behind it (writer preference), but an
 -- owner that holds the name already (a reader re-entering, a writer taking
--- a read) is granted.
--- A read holder asking for a fresh write hold would wait for itself: refused.
+-- a read) is granted. A read holder asking for a fresh write hold would wait
+-- for itself: refused.
 --
 -- Replies:
 --   {1, count, token}  granted; token is the fencing token of this hold
@@ -43,12 +43,12 @@
 -- Like acquire.lua the call is idempotent: a repeat of an attempt that already
 -- ran (count is expected + 1) answers the same grant again. Leases are only
 -- ever extended, never shortened.
-local lk, key, owner, mode = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local lease, expected, claimms = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local lk, key, hf = KEYS[1], KEYS[2], ARGV[1]
+local lease, expected, claimms = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local pfx = key .. ':rw:'
-local mf = mode .. ':' .. owner
-if (mode ~= 'r' and mode ~= 'w') or lk ~= pfx .. mf then
-  return redis.error_reply('ERR rw_acquire: bad mode, or KEYS[1] is not the lease key of the owner in this mode')
+local owner, mode = string.sub(hf, 1, -3), string.sub(hf, -2)
+if (mode ~= ':r' and mode ~= ':w') or #owner == 0 or lk ~= pfx .. hf then
+  return redis.error_reply('ERR rw_acquire: the hold field must end in :r or :w, and KEYS[1] be its lease key')
 end
 
 -- FENCE: the one place this script takes a fencing token.
@@ -61,8 +61,8 @@ if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEY
   return {-2}
 end
 
--- Prune dead fields; note who holds and how long the live leases run.
-local writer, readers, claims = nil, 0, 0
+-- Prune dead fields; note who else holds and how long the live leases run.
+local writer, readers, claims = false, 0, 0
 local maxttl, blockttl = 0, 0
 local all = redis.call('hgetall', key)
 for i = 1, #all, 2 do
@@ -74,38 +74,33 @@ for i = 1, #all, 2 do
     else
       if ttl < 0 then ttl = 0 end
       maxttl = math.max(maxttl, ttl)
-      local p, o = string.sub(f, 1, 2), string.sub(f, 3)
+      local o, m = string.sub(f, 1, -3), string.sub(f, -2)
       if o ~= owner then
-        if p == 'w:' then writer = o end
-        if p == 'r:' then readers = readers + 1 end
-        if p == 'c:' then claims = claims + 1 end
-        if p ~= 'c:' then blockttl = math.max(blockttl, ttl) end
+        if m == ':w' then writer = true end
+        if m == ':r' then readers = readers + 1 end
+        if m == ':c' then claims = claims + 1 end
+        if m ~= ':c' then blockttl = math.max(blockttl, ttl) end
       end
     end
   end
 end
 
--- fit sets the hash's TTL to the longest live lease key, or deletes the hash
--- when no hold or claim is left.
+-- fit sets the hash's TTL to the longest live lease key.
 local function fit()
   local best = 0
   local fs = redis.call('hgetall', key)
   for i = 1, #fs, 2 do
     if fs[i] ~= 'kind' then best = math.max(best, redis.call('pttl', pfx .. fs[i])) end
   end
-  if best > 0 then
-    redis.call('pexpire', key, best)
-  else
-    redis.call('del', key)
-  end
+  if best > 0 then redis.call('pexpire', key, best) end
 end
 
-local v = redis.call('hget', key, mf)
+local v = redis.call('hget', key, hf)
 local count = 0
 if v then count = tonumber(v) end
 
 if count == expected + 1 or (count > 0 and count == expected) then
-  if count == expected then count = redis.call('hincrby', key, mf, 1) end
+  if count == expected then count = redis.call('hincrby', key, hf, 1) end
   if redis.call('pttl', lk) < lease then redis.call('pexpire', lk, lease) end
   if redis.call('pttl', key) < lease then redis.call('pexpire', key, lease) end
   return {1, count, tonumber(redis.call('get', lk) or '0')}
@@ -114,29 +109,28 @@ if count ~= expected then
   return {-1, count}
 end
 
-local mine = redis.call('hexists', key, 'w:' .. owner) == 1
-if mode == 'w' then
-  if redis.call('hexists', key, 'r:' .. owner) == 1 then
+if mode == ':w' then
+  if redis.call('hexists', key, owner .. ':r') == 1 then
     return {-3}
   end
   if writer or readers > 0 then
     if claimms > 0 then
-      redis.call('hset', key, 'kind', 'rw', 'c:' .. owner, 1)
-      redis.call('set', pfx .. 'c:' .. owner, 1, 'px', claimms)
+      redis.call('hset', key, 'kind', 'rw', owner .. ':c', 1)
+      redis.call('set', pfx .. owner .. ':c', 1, 'px', claimms)
       fit()
     end
     return {0, blockttl}
   end
-elseif writer or (claims > 0 and not mine) then
+elseif writer or (claims > 0 and redis.call('hexists', key, owner .. ':w') == 0) then
   if blockttl == 0 then blockttl = maxttl end
   return {0, blockttl}
 end
 
 local token = take_token()
-redis.call('hset', key, 'kind', 'rw', mf, 1)
+redis.call('hset', key, 'kind', 'rw', hf, 1)
 redis.call('set', lk, token, 'px', lease)
-if mode == 'w' and redis.call('hdel', key, 'c:' .. owner) == 1 then
-  redis.call('del', pfx .. 'c:' .. owner)
+if mode == ':w' and redis.call('hdel', key, owner .. ':c') == 1 then
+  redis.call('del', pfx .. owner .. ':c')
 end
 fit()
 return {1, 1, token}

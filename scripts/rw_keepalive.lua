@@ -2,9 +2,9 @@
 -- (the read-write kind's keep-alive batch; layout in rw_acquire.lua).
 --
 -- KEYS[i]      lock hash of waiter i: holdfast:{NAME}
--- ARGV[2i-1]   the waiter's hold field, "w:CLIENTID:OWNER" for a writer or
---              "r:CLIENTID:OWNER" for a reader; a writer's claim is the field
---              "c:CLIENTID:OWNER" with the lease key KEYS[i]..':rw:c:'..OWNER
+-- ARGV[2i-1]   the waiter's hold field, "CLIENTID:OWNER:w" for a writer or
+--              "CLIENTID:OWNER:r" for a reader; a writer's claim is the field
+--              "CLIENTID:OWNER:c", with the lease key KEYS[i]..':rw:'..that
 -- ARGV[2i]     claim lease in milliseconds (the WaiterTimeout)
 --
 -- Reply: an array with one entry per key: 1 when the writer's claim is still
@@ -16,8 +16,8 @@ for i = 1, #KEYS do
   local key, f = KEYS[i], ARGV[2 * i - 1]
   local lease = tonumber(ARGV[2 * i])
   out[i] = 1
-  if string.sub(f, 1, 2) ~= 'r:' then
-    local cf = 'c:' .. string.sub(f, 3)
+  if string.sub(f, -2) == ':w' then
+    local cf = string.sub(f, 1, -3) .. ':c'
     local ck = key .. ':rw:' .. cf
     out[i] = 0
     if redis.call('hexists', key, cf) == 1 and redis.call('pexpire', ck, lease) == 1 then

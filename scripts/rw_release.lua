@@ -1,15 +1,14 @@
 -- rw_release: give back one reentry of an owner's read or write hold, or all
 -- of it, on the read-write lock at KEYS[2] (layout in rw_acquire.lua).
 --
--- KEYS[1]  lease key  holdfast:{NAME}:rw:MODE:OWNERFIELD
+-- KEYS[1]  lease key  holdfast:{NAME}:rw:HOLDFIELD
 -- KEYS[2]  lock hash  holdfast:{NAME}
--- ARGV[1]  owner field  CLIENTID:OWNER
--- ARGV[2]  mode  "r" or "w"
--- ARGV[3]  the count the caller believes the owner holds in this mode before
+-- ARGV[1]  hold field  CLIENTID:OWNER:r or CLIENTID:OWNER:w
+-- ARGV[2]  the count the caller believes the owner holds in this mode before
 --          this release; 0 removes the owner's hold in this mode whatever its
---          count (abandon), and with mode "w" also the owner's writer claim
---          (a waiting writer that gave up)
--- ARGV[4]  the lock's pub/sub channel
+--          count (abandon), and for a write hold also the owner's claim (a
+--          waiting writer that gave up)
+-- ARGV[3]  the lock's pub/sub channel
 --
 -- Replies (as release.lua):
 --   n >= 0  the owner's count in this mode after the release
@@ -21,14 +20,13 @@
 -- and the name may now grant what it refused: after a writer leaves (or gives
 -- up its claim) with no other writer holding, every waiting reader may go;
 -- after the last reader leaves, a waiting writer may go.
-local key, owner, mode = KEYS[2], ARGV[1], ARGV[2]
-local expected = tonumber(ARGV[3])
+local lk, key, hf = KEYS[1], KEYS[2], ARGV[1]
+local expected = tonumber(ARGV[2])
 local pfx = key .. ':rw:'
-local mf = mode .. ':' .. owner
-if (mode ~= 'r' and mode ~= 'w') or KEYS[1] ~= pfx .. mf then
-  return redis.error_reply('ERR rw_release: bad mode, or KEYS[1] is not the lease key of the owner in this mode')
+local owner, mode = string.sub(hf, 1, -3), string.sub(hf, -2)
+if (mode ~= ':r' and mode ~= ':w') or #owner == 0 or lk ~= pfx .. hf then
+  return redis.error_reply('ERR rw_release: the hold field must end in :r or :w, and KEYS[1] be its lease key')
 end
-
 if redis.call('hget', key, 'kind') ~= 'rw' then
   return -1
 end
@@ -40,9 +38,9 @@ local function drop(f)
 end
 
 local left, ended = -1, false
-local v = redis.call('hget', key, mf)
-if v and redis.call('exists', KEYS[1]) == 0 then
-  redis.call('hdel', key, mf)
+local v = redis.call('hget', key, hf)
+if v and redis.call('exists', lk) == 0 then
+  redis.call('hdel', key, hf)
   v = nil
 end
 if v then
@@ -52,13 +50,13 @@ if v then
     return -2
   end
   if expected ~= 0 and count > 1 then
-    return redis.call('hincrby', key, mf, -1)
+    return redis.call('hincrby', key, hf, -1)
   end
-  drop(mf)
+  drop(hf)
   left, ended = 0, true
 end
-if expected == 0 and mode == 'w' and redis.call('hexists', key, 'c:' .. owner) == 1 then
-  drop('c:' .. owner)
+if expected == 0 and mode == ':w' and redis.call('hexists', key, owner .. ':c') == 1 then
+  drop(owner .. ':c')
   ended = true
 end
 if not ended then
@@ -77,9 +75,9 @@ for i = 1, #all, 2 do
     else
       live = live + 1
       best = math.max(best, ttl)
-      local p = string.sub(f, 1, 2)
-      if p == 'w:' then writer = true end
-      if p == 'r:' then readers = readers + 1 end
+      local m = string.sub(f, -2)
+      if m == ':w' then writer = true end
+      if m == ':r' then readers = readers + 1 end
     end
   end
 end
@@ -88,7 +86,7 @@ if best > 0 then
 elseif live == 0 then
   redis.call('del', key)
 end
-if not writer and (mode == 'w' or readers == 0) then
-  redis.call('publish', ARGV[4], 'released')
+if not writer and (mode == ':w' or readers == 0) then
+  redis.call('publish', ARGV[3], 'released')
 end
 return left

@@ -2,9 +2,9 @@
 -- watchdog's batch for the read-write kind; layout in rw_acquire.lua).
 --
 -- KEYS[i]      lock hash of hold i: holdfast:{NAME}
--- ARGV[2i-1]   hash field of hold i, FIELD: the mode and the owner,
---              "r:CLIENTID:OWNER" or "w:CLIENTID:OWNER"; the hold's own lease
---              key is KEYS[i]..':rw:'..FIELD (same hash slot)
+-- ARGV[2i-1]   hold field of hold i, FIELD: "CLIENTID:OWNER:r" (read) or
+--              "CLIENTID:OWNER:w" (write); the hold's own lease key is
+--              KEYS[i]..':rw:'..FIELD (same hash slot)
 -- ARGV[2i]     lease of hold i in milliseconds
 --
 -- Reply: an array with one entry per key, 1 when the hold is live and its own

@@ -95,13 +95,13 @@ type rwStep struct {
 
 func acq(name, owner string, m scripts.RWMode, lease, expected, claim int64) func() ([]string, []string) {
 	return func() ([]string, []string) {
-		return scripts.RWAcquireCall(name, "c:"+owner, m, time.Duration(lease)*time.Millisecond,
+		return scripts.RWAcquireCall(name, scripts.RWField(m, "c:"+owner), time.Duration(lease)*time.Millisecond,
 			expected, time.Duration(claim)*time.Millisecond)
 	}
 }
 
 func rel(name, owner string, m scripts.RWMode, expected int64) func() ([]string, []string) {
-	return func() ([]string, []string) { return scripts.RWReleaseCall(name, "c:"+owner, m, expected) }
+	return func() ([]string, []string) { return scripts.RWReleaseCall(name, scripts.RWField(m, "c:"+owner), expected) }
 }
 
 func (b rwBackend) walk(t *testing.T, steps []rwStep) {
@@ -240,7 +240,7 @@ func TestRWLeasesAreOwn(t *testing.T) {
 		if n := b.do(t, "EXISTS", scripts.LockKey("n")); n != 0 {
 			t.Fatalf("%s: lock hash outlived every hold", b.name)
 		}
-		if n := b.do(t, "EXISTS", scripts.RWLeaseKey("n", r, "c:c")); n != 0 {
+		if n := b.do(t, "EXISTS", scripts.RWLeaseKey("n", scripts.RWField(r, "c:c"))); n != 0 {
 			t.Fatalf("%s: lease key outlived its lease", b.name)
 		}
 	}
@@ -298,26 +298,34 @@ func TestDecodeRWAcquire(t *testing.T) {
 	}
 }
 
-// TestRWBadCallChangesNothing: a call whose lease key does not match its
-// owner and mode is refused before anything is written.
+// TestRWBadCallChangesNothing: a call whose hold field has no mode, or
+// whose lease key is not its hold's, is refused before anything is written.
 func TestRWBadCallChangesNothing(t *testing.T) {
 	node := sim.NewNode(func() time.Time { return time.Unix(1_700_000_000, 0) })
-	keys, args := scripts.RWAcquireCall("n", "c:a", scripts.RWRead, time.Second, 0, 0)
-	keys[0] = scripts.RWLeaseKey("n", scripts.RWWrite, "c:a")
+	hf := scripts.RWField(scripts.RWRead, "c:a")
+	keys, args := scripts.RWAcquireCall("n", hf, time.Second, 0, 0)
+	keys[0] = scripts.RWLeaseKey("n", scripts.RWField(scripts.RWWrite, "c:a"))
 	if r := node.Eval(scripts.RWAcquire, keys, args); !r.IsError() {
 		t.Fatalf("acquire with another hold's lease key: %v", r)
 	}
-	args[1] = "x"
-	keys[0] = scripts.RWLeaseKey("n", 'x', "c:a")
+	keys, args = scripts.RWAcquireCall("n", "c:a:x", time.Second, 0, 0)
 	if r := node.Eval(scripts.RWAcquire, keys, args); !r.IsError() {
 		t.Fatalf("acquire in mode x: %v", r)
 	}
-	keys, args = scripts.RWReleaseCall("n", "c:a", scripts.RWRead, 1)
-	keys[0] = scripts.RWLeaseKey("n", scripts.RWWrite, "c:b")
+	keys, args = scripts.RWReleaseCall("n", hf, 1)
+	keys[0] = scripts.RWLeaseKey("n", scripts.RWField(scripts.RWWrite, "c:b"))
 	if r := node.Eval(scripts.RWRelease, keys, args); !r.IsError() {
 		t.Fatalf("release with another hold's lease key: %v", r)
 	}
 	if n := len(node.Log()); n != 0 {
 		t.Fatalf("refused calls wrote %d commands: %v", n, node.Log())
+	}
+	for _, tc := range []struct {
+		field string
+		ok    bool
+	}{{"c:a:r", true}, {"c:a:w", true}, {"c:a:c", false}, {"r", false}, {":r", false}, {"c:ar", false}} {
+		if m, o, ok := scripts.RWModeOf(tc.field); ok != tc.ok || (ok && scripts.RWField(m, o) != tc.field) {
+			t.Errorf("RWModeOf(%q) = %v %q %v", tc.field, m, o, ok)
+		}
 	}
 }

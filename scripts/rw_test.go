@@ -101,7 +101,9 @@ func acq(name, owner string, m scripts.RWMode, lease, expected, claim int64) fun
 }
 
 func rel(name, owner string, m scripts.RWMode, expected int64) func() ([]string, []string) {
-	return func() ([]string, []string) { return scripts.RWReleaseCall(name, scripts.RWField(m, "c:"+owner), expected) }
+	return func() ([]string, []string) {
+		return scripts.RWReleaseCall(name, scripts.RWField(m, "c:"+owner), expected)
+	}
 }
 
 func (b rwBackend) walk(t *testing.T, steps []rwStep) {

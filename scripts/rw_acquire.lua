@@ -33,7 +33,9 @@
 --
 -- Replies:
 --   {1, count, token}  granted; token is the fencing token of this hold
---   {0, pttl}          must wait; pttl bounds the caller's sleep
+--   {0, pttl}          must wait; pttl bounds the caller's sleep: the longest
+--                      lease of the holds in the way, or for a reader behind
+--                      a waiting writer the longest claim lease
 --   {-1, count}        the owner's count in this mode is not what the caller
 --                      believes (for expected > 0 and count 0: the hold is gone)
 --   {-2}               the name is in use as another kind of lock
@@ -63,7 +65,7 @@ end
 
 -- Prune dead fields; note who else holds and how long the live leases run.
 local writer, readers, claims = false, 0, 0
-local maxttl, blockttl = 0, 0
+local blockttl, claimttl = 0, 0
 local all = redis.call('hgetall', key)
 for i = 1, #all, 2 do
   local f = all[i]
@@ -73,13 +75,16 @@ for i = 1, #all, 2 do
       redis.call('hdel', key, f)
     else
       if ttl < 0 then ttl = 0 end
-      maxttl = math.max(maxttl, ttl)
       local o, m = string.sub(f, 1, -3), string.sub(f, -2)
       if o ~= owner then
         if m == ':w' then writer = true end
         if m == ':r' then readers = readers + 1 end
-        if m == ':c' then claims = claims + 1 end
-        if m ~= ':c' then blockttl = math.max(blockttl, ttl) end
+        if m == ':c' then
+          claims = claims + 1
+          claimttl = math.max(claimttl, ttl)
+        else
+          blockttl = math.max(blockttl, ttl)
+        end
       end
     end
   end
@@ -121,9 +126,12 @@ if mode == ':w' then
     end
     return {0, blockttl}
   end
-elseif writer or (claims > 0 and redis.call('hexists', key, owner .. ':w') == 0) then
-  if blockttl == 0 then blockttl = maxttl end
+elseif writer then
   return {0, blockttl}
+elseif claims > 0 and redis.call('hexists', key, owner .. ':w') == 0 then
+  -- Behind a waiting writer: look again when its claim would lapse, so that
+  -- a dead writer holds readers up for at most its claim lease.
+  return {0, claimttl}
 end
 
 local token = take_token()

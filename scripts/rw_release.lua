@@ -6,14 +6,15 @@
 -- ARGV[1]  hold field  CLIENTID:OWNER:r or CLIENTID:OWNER:w
 -- ARGV[2]  the count the caller believes the owner holds in this mode before
 --          this release; 0 removes the owner's hold in this mode whatever its
---          count (abandon), and for a write hold also the owner's claim (a
---          waiting writer that gave up)
+--          count (abandon). A write-mode release that finds no write hold, or
+--          ends it, also withdraws the owner's claim (a waiting writer that
+--          gave up).
 -- ARGV[3]  the lock's pub/sub channel
 --
 -- Replies (as release.lua):
 --   n >= 0  the owner's count in this mode after the release
 --   -1      the owner holds nothing in this mode here; nothing changed
---           (an abandon still withdraws the owner's claim)
+--           but the withdrawal of the owner's claim
 --   -2      the owner's count is not what the caller believes; nothing changed
 --
 -- The channel is told "released" once, when this call ends a hold or claim
@@ -55,7 +56,7 @@ if v then
   drop(hf)
   left, ended = 0, true
 end
-if expected == 0 and mode == ':w' and redis.call('hexists', key, owner .. ':c') == 1 then
+if mode == ':w' and (ended or not v) and redis.call('hexists', key, owner .. ':c') == 1 then
   drop(owner .. ':c')
   ended = true
 end

@@ -141,7 +141,7 @@ func TestRWScripts(t *testing.T) {
 			{desc: "reader reentry keeps its token", src: A, call: acq("n", "a", r, 10000, 1, 3000), want: []int64{1, 2, 1}},
 			{desc: "writer waits and leaves a claim", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{0, pttl}},
 			{desc: "writer retry renews its claim", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{0, pttl}},
-			{desc: "new reader queues behind the claim", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{0, pttl}},
+			{desc: "new reader queues behind the claim, sleeps at most its lease", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{0, pttl}, max: 3000},
 			{desc: "existing reader re-enters despite the claim", src: A, call: acq("n", "b", r, 10000, 1, 3000), want: []int64{1, 2, 2}},
 			{desc: "read to write would deadlock", src: A, call: acq("n", "a", w, 10000, 0, 3000), want: []int64{-3}},
 			{desc: "count mismatch", src: A, call: acq("n", "a", r, 10000, 5, 3000), want: []int64{-1, 2}},
@@ -235,7 +235,9 @@ func TestRWLeasesAreOwn(t *testing.T) {
 		b.walk(t, []rwStep{
 			{desc: "writer claims", src: A, call: acq("n", "w", w, 1000, 0, 5000), want: []int64{0, pttl}, max: 1000},
 			{desc: "reader queues", src: A, call: acq("n", "d", r, 1000, 0, 0), want: []int64{0, pttl}, max: 5000},
-			{desc: "writer gives up", src: R, call: rel("n", "w", w, 0), want: []int64{-1}, pub: 1},
+			{desc: "writer gives up (undo of a possible grant)", src: R, call: rel("n", "w", w, 1), want: []int64{-1}, pub: 1},
+			{desc: "writer claims again", src: A, call: acq("n", "w", w, 1000, 0, 5000), want: []int64{0, pttl}, max: 1000},
+			{desc: "writer gives up (abandon)", src: R, call: rel("n", "w", w, 0), want: []int64{-1}, pub: 1},
 			{desc: "reader goes", src: A, call: acq("n", "d", r, 1000, 0, 0), want: []int64{1, 1, 4}},
 		})
 		b.pass(1100 * time.Millisecond)

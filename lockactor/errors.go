@@ -1,8 +1,10 @@
 package lockactor
 
-import "github.com/holdfast/holdfast/scripts"
+import (
+	"errors"
 
-import "errors"
+	"github.com/holdfast/holdfast/scripts"
+)
 
 // The causes a request ends with. Package holdfast exports the same values
 // (holdfast.ErrReleased == lockactor.ErrReleased), so errors.Is works across.
@@ -15,4 +17,7 @@ var (
 	ErrInvalidName   = scripts.ErrInvalidName
 	ErrInvalidOption = errors.New("holdfast: invalid option")
 	ErrNotHeld       = errors.New("holdfast: lock not held")
+	// ErrWrongKind: the name is held or queued as another kind of lock
+	// (Lock, FairLock, ReadLock/WriteLock share one name space).
+	ErrWrongKind = errors.New("holdfast: lock name in use as another kind of lock")
 )

@@ -20,16 +20,22 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // ErrClosed is given to Done for items added after Close.
 var ErrClosed = errors.New("renewal: batcher closed")
 
-// Item is one renewal: extend Field's lease on Key to Lease.
+// Item is one renewal: extend Field's lease on Key to Lease, with Script.
 type Item struct {
-	Key   string
-	Field string
-	Lease time.Duration
+	// Script is the batch script: KEYS one key per item, ARGV a field and
+	// a lease in milliseconds per item; its reply has one integer per
+	// item, 1 when renewed. Items of different scripts never share a call.
+	Script *scripts.Script
+	Key    string
+	Field  string
+	Lease  time.Duration
 	// Done receives the outcome: sent is the clock time taken before the
 	// batch carrying the item was sent (the start of the new lease's
 	// validity); renewed is false when Key no longer holds Field; err is the
@@ -37,9 +43,9 @@ type Item struct {
 	Done func(sent time.Time, renewed bool, err error)
 }
 
-// Exec runs the renew script on keys with args (field, lease-ms pairs) and
-// returns one result per key: true when renewed.
-type Exec func(ctx context.Context, keys, args []string) ([]bool, error)
+// Exec runs script on keys with args (field, lease-ms pairs) and returns
+// one result per key: true when renewed.
+type Exec func(ctx context.Context, script *scripts.Script, keys, args []string) ([]bool, error)
 
 // Config configures a Batcher.
 type Config struct {
@@ -114,15 +120,13 @@ func (b *Batcher) flush() {
 		}
 		return
 	}
-	var groups map[uint16][]Item
-	if b.cfg.Group != nil {
-		groups = make(map[uint16][]Item)
-		for _, it := range items {
-			g := b.cfg.Group(it.Key)
-			groups[g] = append(groups[g], it)
+	groups := make(map[batchGroup][]Item)
+	for _, it := range items {
+		g := batchGroup{script: it.Script}
+		if b.cfg.Group != nil {
+			g.slot = b.cfg.Group(it.Key)
 		}
-	} else {
-		groups = map[uint16][]Item{0: items}
+		groups[g] = append(groups[g], it)
 	}
 	for _, group := range groups {
 		for len(group) > 0 {
@@ -144,7 +148,7 @@ func (b *Batcher) send(batch []Item) {
 		args = append(args, it.Field, formatMillis(it.Lease))
 	}
 	sent := b.cfg.Clock.Now()
-	renewed, err := b.cfg.Exec(b.cfg.Context, keys, args)
+	renewed, err := b.cfg.Exec(b.cfg.Context, batch[0].Script, keys, args)
 	if err == nil && len(renewed) != len(batch) {
 		err = errors.New("renewal: reply length differs from batch length")
 	}
@@ -155,6 +159,13 @@ func (b *Batcher) send(batch []Item) {
 		}
 		it.Done(sent, renewed[i], nil)
 	}
+}
+
+// batchGroup is what the items of one call share: the script, and the
+// cluster slot when keys are grouped.
+type batchGroup struct {
+	script *scripts.Script
+	slot   uint16
 }
 
 // Close refuses new items, fails the ones not yet sent with ErrClosed, and

@@ -4,28 +4,33 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // fakeRedis records every batch and answers renewed for keys not in gone.
 type fakeRedis struct {
 	mu      sync.Mutex
 	batches [][]string
+	scripts []*scripts.Script // the script of each batch
 	gone    map[string]bool
 	err     error
 }
 
-func (f *fakeRedis) exec(_ context.Context, keys, args []string) ([]bool, error) {
+func (f *fakeRedis) exec(_ context.Context, script *scripts.Script, keys, args []string) ([]bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(args) != 2*len(keys) {
 		return nil, errors.New("args are not field, lease pairs")
 	}
 	f.batches = append(f.batches, append([]string(nil), keys...))
+	f.scripts = append(f.scripts, script)
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -155,6 +160,36 @@ func TestCloseFailsPending(t *testing.T) {
 	for k, r := range results {
 		if !errors.Is(r.err, ErrClosed) {
 			t.Fatalf("%s: %+v", k, r)
+		}
+	}
+}
+
+// TestScriptsNeverShareABatch: holds and waiter places are renewed by
+// different scripts, so their items go in different calls even on one
+// standalone server.
+func TestScriptsNeverShareABatch(t *testing.T) {
+	b, f, flushes, _ := setup(nil)
+	defer b.Close()
+	other := scripts.NewScript("other", "return {}")
+	var wg sync.WaitGroup
+	wg.Add(4)
+	done := func(time.Time, bool, error) { wg.Done() }
+	b.Add(Item{Script: scripts.RenewScript, Key: "k1", Field: "c:o", Lease: time.Second, Done: done})
+	b.Add(Item{Script: other, Key: "k2", Field: "c:o", Lease: time.Second, Done: done})
+	b.Add(Item{Script: scripts.RenewScript, Key: "k3", Field: "c:o", Lease: time.Second, Done: done})
+	b.Add(Item{Script: other, Key: "k4", Field: "c:o", Lease: time.Second, Done: done})
+	(*flushes)[0]()
+	wg.Wait()
+	if len(f.batches) != 2 {
+		t.Fatalf("%d calls, want one per script", len(f.batches))
+	}
+	for i, batch := range f.batches {
+		want := "k1,k3"
+		if f.scripts[i] == other {
+			want = "k2,k4"
+		}
+		if got := strings.Join(batch, ","); got != want {
+			t.Fatalf("batch of %s has keys %s, want %s", f.scripts[i].Name, got, want)
 		}
 	}
 }

@@ -323,7 +323,7 @@ func (w *World) publish(channel, _ string) int64 {
 	var n int64
 	for _, c := range w.clients {
 		m := c.machines[name]
-		if m == nil || !m.subscribed || c.partitioned {
+		if m == nil || !m.subscribed || m.channel != channel || c.partitioned {
 			continue
 		}
 		n++

@@ -229,6 +229,9 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
+	if o.kind != nil {
+		o.kind(&req)
+	}
 	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {
 		l.end(err)

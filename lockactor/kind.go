@@ -62,6 +62,12 @@ type Kind struct {
 	// (one per owner field; holds yields them). Nil: only when this client
 	// holds nothing, as for an exclusive lock.
 	MayAttempt func(head *Request, holds func(yield func(Hold) bool)) bool
+	// Jump reports whether a new request goes to the front of the local
+	// queue, and tries at once, instead of waiting behind the requests
+	// already queued: a request the name grants whatever waits (the
+	// read-write lock's write → read), which a waiter ahead of it could
+	// otherwise wait for. Nil: none does.
+	Jump func(r *Request, holds func(yield func(Hold) bool)) bool
 	// YieldAfterRelease: when a hold's final release leaves local waiters
 	// behind, they wait for the release's announcement (or Config.Backoff)
 	// before trying, so that other processes' waiters compete on equal

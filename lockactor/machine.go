@@ -360,6 +360,11 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 		m.nextOp(now, o)
 		return
 	}
+	if m.kind.Jump != nil && m.kind.Jump(&r.Request, m.holds) {
+		m.queue = append([]*request{r}, m.queue...)
+		m.wake(now)
+		return
+	}
 	m.queue = append(m.queue, r)
 }
 

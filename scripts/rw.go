@@ -2,7 +2,6 @@ package scripts
 
 import (
 	_ "embed"
-	"errors"
 	"strconv"
 	"time"
 )
@@ -20,6 +19,14 @@ var (
 	RWRenew string
 	//go:embed rw_keepalive.lua
 	RWKeepAlive string
+)
+
+// The read-write kind's scripts, registered for the runtimes.
+var (
+	RWAcquireScript   = NewScript("rw_acquire", RWAcquire)
+	RWReleaseScript   = NewScript("rw_release", RWRelease)
+	RWRenewScript     = NewScript("rw_renew", RWRenew)
+	RWKeepAliveScript = NewScript("rw_keepalive", RWKeepAlive)
 )
 
 // RWMode is the mode of a read-write hold.
@@ -41,12 +48,10 @@ func (m RWMode) String() string {
 	return "RWMode(" + strconv.Itoa(int(m)) + ")"
 }
 
-// Reply codes of rw_acquire.lua besides AcquireGranted, AcquireHeld and
-// AcquireMismatch, which mean what they mean for acquire.lua.
-const (
-	RWWrongKind     = -2
-	RWWouldDeadlock = -3
-)
+// RWWouldDeadlock is rw_acquire.lua's reply code for a read holder asking
+// for a fresh write hold. Its other codes are acquire.lua's (AcquireGranted,
+// AcquireHeld, AcquireMismatch, AcquireWrongKind).
+const RWWouldDeadlock = -3
 
 // RWField is the hold field of the owner field ownerField's hold in mode m:
 // "CLIENTID:OWNER:r" or "CLIENTID:OWNER:w". It names the hold in the lock
@@ -77,63 +82,14 @@ func RWLeaseKey(name, holdField string) string { return LockKey(name) + ":rw:" +
 func RWAcquireCall(name, holdField string, lease time.Duration, expected int64, claim time.Duration) (keys, args []string) {
 	c := "0"
 	if claim > 0 {
-		c = rwMillis(claim)
+		c = Millis(claim)
 	}
-	return []string{RWLeaseKey(name, holdField), LockKey(name), FenceKey(name), LockKey(name) + ":q"},
-		[]string{holdField, rwMillis(lease), strconv.FormatInt(expected, 10), c}
+	return []string{RWLeaseKey(name, holdField), LockKey(name), FenceKey(name), FairQueueKey(name)},
+		[]string{holdField, Millis(lease), strconv.FormatInt(expected, 10), c}
 }
 
 // RWReleaseCall builds the keys and arguments of rw_release.lua.
 func RWReleaseCall(name, holdField string, expected int64) (keys, args []string) {
 	return []string{RWLeaseKey(name, holdField), LockKey(name)},
 		[]string{holdField, strconv.FormatInt(expected, 10), Channel(name)}
-}
-
-// RWAcquireReply is the decoded reply of rw_acquire.lua.
-type RWAcquireReply struct {
-	Code  int64  // AcquireGranted, AcquireHeld, AcquireMismatch, RWWrongKind or RWWouldDeadlock
-	Count int64  // count after the grant, or the count found (mismatch)
-	Token uint64 // the hold's fencing token, when granted
-	PTTL  time.Duration
-}
-
-// ErrMalformedReply is returned for a script reply of the wrong shape.
-var ErrMalformedReply = errors.New("holdfast: malformed script reply")
-
-// DecodeRWAcquire decodes rw_acquire.lua's integer array reply.
-func DecodeRWAcquire(vals []int64) (RWAcquireReply, error) {
-	if len(vals) < 1 {
-		return RWAcquireReply{}, ErrMalformedReply
-	}
-	res := RWAcquireReply{Code: vals[0]}
-	switch vals[0] {
-	case AcquireGranted:
-		if len(vals) < 3 {
-			return res, ErrMalformedReply
-		}
-		res.Count, res.Token = vals[1], uint64(vals[2])
-	case AcquireHeld:
-		if len(vals) < 2 {
-			return res, ErrMalformedReply
-		}
-		res.PTTL = time.Duration(vals[1]) * time.Millisecond
-	case AcquireMismatch:
-		if len(vals) < 2 {
-			return res, ErrMalformedReply
-		}
-		res.Count = vals[1]
-	case RWWrongKind, RWWouldDeadlock:
-	default:
-		return res, ErrMalformedReply
-	}
-	return res, nil
-}
-
-// rwMillis renders d in whole milliseconds, at least 1, as scripts take leases.
-func rwMillis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }

@@ -171,7 +171,7 @@ func TestRWScripts(t *testing.T) {
 			t.Fatalf("%s: lock hash left behind", b.name)
 		}
 		// Kinds do not mix: a reentrant lock's hash refuses the rw scripts.
-		keys := []string{scripts.LockKey("p"), scripts.FenceKey("p")}
+		keys := []string{scripts.LockKey("p"), scripts.FenceKey("p"), scripts.FairQueueKey("p")}
 		b.eval(t, scripts.Acquire, keys, []string{"c:a", "10000", "0"})
 		b.walk(t, []rwStep{
 			{desc: "reader on a reentrant lock", src: A, call: acq("p", "b", r, 10000, 0, 3000), want: []int64{-2}},
@@ -179,7 +179,7 @@ func TestRWScripts(t *testing.T) {
 			{desc: "release on a reentrant lock", src: R, call: rel("p", "a", w, 0), want: []int64{-1}},
 		})
 		// A name with fair waiters queued (its queue key exists) refuses too.
-		b.do(t, "SET", scripts.LockKey("q")+":q", "x")
+		b.do(t, "SET", scripts.FairQueueKey("q"), "x")
 		b.walk(t, []rwStep{{desc: "reader on a fair queue", src: A, call: acq("q", "b", r, 10000, 0, 3000), want: []int64{-2}}})
 		if n := b.do(t, "HGET", scripts.LockKey("p"), "c:a"); n != 1 {
 			t.Fatalf("%s: rw release touched a reentrant lock's hold (count %d)", b.name, n)
@@ -281,55 +281,5 @@ func TestRWClaimKeepAlive(t *testing.T) {
 			t.Fatalf("%s: lapsed claim kept alive", b.name)
 		}
 		b.walk(t, []rwStep{{desc: "lapsed claim lets readers in", src: A, call: acq("k", "b", r, 5000, 0, 0), want: []int64{1, 1, 2}}})
-	}
-}
-
-func TestDecodeRWAcquire(t *testing.T) {
-	for _, tc := range []struct {
-		vals []int64
-		ok   bool
-	}{
-		{[]int64{1, 2, 7}, true}, {[]int64{0, 5}, true}, {[]int64{-1, 0}, true},
-		{[]int64{-2}, true}, {[]int64{-3}, true},
-		{nil, false}, {[]int64{1, 2}, false}, {[]int64{0}, false}, {[]int64{9}, false},
-	} {
-		if _, err := scripts.DecodeRWAcquire(tc.vals); (err == nil) != tc.ok {
-			t.Errorf("DecodeRWAcquire(%v) = %v, want ok=%v", tc.vals, err, tc.ok)
-		}
-	}
-	if res, _ := scripts.DecodeRWAcquire([]int64{1, 2, 7}); res.Count != 2 || res.Token != 7 {
-		t.Fatalf("granted decoded as %+v", res)
-	}
-}
-
-// TestRWBadCallChangesNothing: a call whose hold field has no mode, or
-// whose lease key is not its hold's, is refused before anything is written.
-func TestRWBadCallChangesNothing(t *testing.T) {
-	node := sim.NewNode(func() time.Time { return time.Unix(1_700_000_000, 0) })
-	hf := scripts.RWField(scripts.RWRead, "c:a")
-	keys, args := scripts.RWAcquireCall("n", hf, time.Second, 0, 0)
-	keys[0] = scripts.RWLeaseKey("n", scripts.RWField(scripts.RWWrite, "c:a"))
-	if r := node.Eval(scripts.RWAcquire, keys, args); !r.IsError() {
-		t.Fatalf("acquire with another hold's lease key: %v", r)
-	}
-	keys, args = scripts.RWAcquireCall("n", "c:a:x", time.Second, 0, 0)
-	if r := node.Eval(scripts.RWAcquire, keys, args); !r.IsError() {
-		t.Fatalf("acquire in mode x: %v", r)
-	}
-	keys, args = scripts.RWReleaseCall("n", hf, 1)
-	keys[0] = scripts.RWLeaseKey("n", scripts.RWField(scripts.RWWrite, "c:b"))
-	if r := node.Eval(scripts.RWRelease, keys, args); !r.IsError() {
-		t.Fatalf("release with another hold's lease key: %v", r)
-	}
-	if n := len(node.Log()); n != 0 {
-		t.Fatalf("refused calls wrote %d commands: %v", n, node.Log())
-	}
-	for _, tc := range []struct {
-		field string
-		ok    bool
-	}{{"c:a:r", true}, {"c:a:w", true}, {"c:a:c", false}, {"r", false}, {":r", false}, {"c:ar", false}} {
-		if m, o, ok := scripts.RWModeOf(tc.field); ok != tc.ok || (ok && scripts.RWField(m, o) != tc.field) {
-			t.Errorf("RWModeOf(%q) = %v %q %v", tc.field, m, o, ok)
-		}
 	}
 }

@@ -60,7 +60,9 @@ type Kind struct {
 	// MayAttempt reports whether the local request at the head of the queue
 	// may try for the lock now, given the holds this client has on the name
 	// (one per owner field; holds yields them). Nil: only when this client
-	// holds nothing, as for an exclusive lock.
+	// holds nothing, as for an exclusive lock, and a try-once request
+	// (Wait 0) queued behind an attempt in flight fails at once; with a
+	// MayAttempt it waits for its own turn to try.
 	MayAttempt func(head *Request, holds func(yield func(Hold) bool)) bool
 	// Jump reports whether a new request goes to the front of the local
 	// queue, and tries at once, instead of waiting behind the requests

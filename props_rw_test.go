@@ -549,3 +549,33 @@ func TestRWWriterPreference(t *testing.T) {
 		p.liveness(rt)
 	})
 }
+
+// TestRWDeadReaderExpires: readers on every client hold; one client dies
+// (pauses) while the others keep renewing theirs. One lease (plus a call on
+// the wire) after it stopped, the dead client's hold is gone from Redis,
+// while the live readers still hold.
+func TestRWDeadReaderExpires(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		for i := range p.clients {
+			l := p.clients[i].ReadLock(context.Background(), "a")
+			p.locks = append(p.locks, &rwTracked{l: l, client: i, cancel: func() {}})
+		}
+		p.w.Advance(time.Duration(rapid.IntRange(100, 2000).Draw(rt, "beforeMs")) * time.Millisecond)
+		dead := rapid.IntRange(0, 2).Draw(rt, "dead")
+		p.w.Pause(p.clients[dead])
+		p.paused[dead], p.pausedAt[dead] = true, p.w.Now()
+		end := p.w.Now().Add(rwMaxLease + 2*p.maxDelay)
+		for p.w.Now().Before(end) {
+			p.w.Advance(time.Duration(rapid.IntRange(1, 500).Draw(rt, "stepMs")) * time.Millisecond)
+			p.check(rt)
+		}
+		p.check(rt) // the dead client's hold keys must be gone now
+		for _, tr := range p.locks {
+			if tr.client != dead && (isClosed(tr.l.Lost) || !isClosed(tr.l.Acquired)) {
+				rt.Fatalf("live reader on c%d lost its hold: %v", tr.client+1, tr.l.Err())
+			}
+		}
+		p.liveness(rt)
+	})
+}

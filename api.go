@@ -34,7 +34,7 @@ type Config struct {
 	Clock clock.Clock
 	// WatchdogTimeout is the lease of a Lock without WithLease; the watchdog
 	// renews it every WatchdogTimeout/3 while the Lock is held. Default 30s;
-	// at least MinLease.
+	// at least MinLease, at most MaxLease.
 	WatchdogTimeout time.Duration
 	// Logger receives the library's logs, protoactor's included. Default:
 	// discard.
@@ -45,7 +45,8 @@ type Config struct {
 	ClientID string
 	// CallTimeout bounds each Redis call, on Clock. A call that times out
 	// may still have run; the runtime repeats it to learn the outcome.
-	// Default 5s.
+	// Default 5s. Durations here and in options may be as long as
+	// math.MaxInt64, which means "very long", never "at once".
 	CallTimeout time.Duration
 	// HandoffLimit and HandoffWindow bound local handoffs. When a Lock is
 	// released while another Lock of this Client waits for the same name,
@@ -57,6 +58,13 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// WaiterTimeout bounds how long a dead process keeps its places in fair
+	// lock queues (FairLock): live waiters renew their places every
+	// WaiterTimeout/3, so a crashed process's waiters all leave within
+	// WaiterTimeout, and a grant its waiter does not confirm within
+	// WaiterTimeout passes to the next waiter. Default 5s; at least
+	// MinLease.
+	WaiterTimeout time.Duration
 }
 
 // DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
@@ -80,8 +88,10 @@ func (c *Config) Validate() error {
 
 func (c *Config) validateOptions() error {
 	switch {
-	case c.WatchdogTimeout != 0 && c.WatchdogTimeout < MinLease:
-		return fmt.Errorf("%w: WatchdogTimeout %v is shorter than %v", ErrInvalidOption, c.WatchdogTimeout, MinLease)
+	case c.WatchdogTimeout != 0 && checkLease("WatchdogTimeout", c.WatchdogTimeout) != nil:
+		return checkLease("WatchdogTimeout", c.WatchdogTimeout)
+	case c.WaiterTimeout != 0 && checkLease("WaiterTimeout", c.WaiterTimeout) != nil:
+		return checkLease("WaiterTimeout", c.WaiterTimeout)
 	case c.CallTimeout < 0:
 		return fmt.Errorf("%w: negative CallTimeout", ErrInvalidOption)
 	case c.HandoffWindow < 0:
@@ -110,11 +120,18 @@ func (c *Config) setDefaults() {
 	if c.CallTimeout == 0 {
 		c.CallTimeout = defaultCallTimeout
 	}
+	if c.WaiterTimeout == 0 {
+		c.WaiterTimeout = DefaultWaiterTimeout
+	}
 }
+
+// DefaultWaiterTimeout is Config.WaiterTimeout's default.
+const DefaultWaiterTimeout = lockactor.DefaultWaiterTimeout
 
 // machine is the lock state machines' configuration.
 func (c *Config) machine() lockactor.Config {
-	return lockactor.Config{Slack: wheelTick, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow}
+	return lockactor.Config{Slack: wheelTick, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow,
+		WaiterTimeout: c.WaiterTimeout}
 }
 
 // Client hands out Locks on one Redis deployment. It runs one actor per lock
@@ -138,11 +155,16 @@ func New(cfg Config) (*Client, error) {
 	cfg.setDefaults()
 	redis := actor.NewRueidis(cfg.Redis)
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
+	// Renewals still in flight when the Client closes are aborted, like
+	// every other script call.
+	renewCtx, cancelRenewals := context.WithCancel(context.Background())
 	renew := renewal.New(renewal.Config{
-		Clock: cfg.Clock,
-		After: func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
-		Exec:  redis.Renew,
-		Group: redis.Group(),
+		Clock:   cfg.Clock,
+		After:   func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
+		Exec:    redis.Renew,
+		Group:   redis.Group(),
+		Context: renewCtx,
+		Timeout: cfg.CallTimeout,
 	})
 	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
 	sys := actor.New(actor.Config{
@@ -156,7 +178,7 @@ func New(cfg Config) (*Client, error) {
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, eng: sys, closers: []func(){renew.Close, subs.Close, wheel.Stop}}, nil
+	return &Client{cfg: cfg, eng: sys, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {
@@ -175,7 +197,18 @@ func init() {
 }
 
 // ClientID returns the prefix of this Client's owner fields.
-func (c *Client) ClientID() string { return c.cfg.ClientID }
+func (c *Client) ClientID() string {
+	if c == nil {
+		return ""
+	}
+	return c.cfg.ClientID
+}
+
+// errNoClient is the answer of every method of a Client not made by New.
+var errNoClient = fmt.Errorf("%w: Client not made by holdfast.New", ErrInvalidOption)
+
+// usable reports whether c was made by New (or NewClient of clientkit).
+func (c *Client) usable() bool { return c != nil && c.eng != nil }
 
 // Close ends every pending Lock with ErrClosed, releases every held one (one
 // try each: a hold whose release fails runs out with its lease), waits for
@@ -183,6 +216,9 @@ func (c *Client) ClientID() string { return c.cfg.ClientID }
 // report ErrClosed. Close is idempotent; Lock after Close returns a Lock that
 // is already over with ErrClosed.
 func (c *Client) Close() error {
+	if !c.usable() {
+		return errNoClient
+	}
 	c.closeOnce.Do(func() {
 		c.closeErr = c.eng.Close(context.Background())
 		for _, fn := range c.closers {
@@ -205,10 +241,20 @@ func (c *Client) Close() error {
 // Bad input (see ErrInvalidName, ErrInvalidOption) and a closed Client give a
 // Lock that is already over, its Err saying why.
 func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
+	return c.request(ctx, name, lockactor.Reentrant, 0, opts)
+}
+
+// request starts a Lock call of the given kind and mode: the body every
+// kind's entry point (Lock, FairLock, …) shares.
+func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind, mode uint8, opts []Option) *Lock {
 	l := newLock(name)
 	o := lockOptions{wait: -1}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if !c.usable() {
+		l.end(errNoClient)
+		return l
 	}
 	if err := c.check(ctx, name, o); err != nil {
 		l.end(err)
@@ -225,6 +271,8 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 		Lease:    o.lease,
 		Watchdog: o.lease == 0,
 		Wait:     o.wait,
+		Kind:     kind,
+		Mode:     mode,
 	}
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
@@ -257,7 +305,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 
 func (c *Client) check(ctx context.Context, name string, o lockOptions) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidOption)
+		return errNilContext
 	}
 	if err := scripts.ValidateName(name); err != nil {
 		return err
@@ -273,10 +321,17 @@ func (c *Client) check(ctx context.Context, name string, o lockOptions) error {
 
 // Actors reports how many lock actors the Client runs now: one per lock name
 // with a pending or held Lock, or with Redis work in flight. Idle actors stop.
-func (c *Client) Actors() int { return c.eng.Actors() }
+func (c *Client) Actors() int {
+	if !c.usable() {
+		return 0
+	}
+	return c.eng.Actors()
+}
 
 // Lock is one Lock call: pending, then held, then over. Its channels are the
-// way to follow it; its methods are safe for concurrent use.
+// way to follow it; its methods are safe for concurrent use. Get one from
+// Client.Lock: the methods of a zero or nil Lock never panic, Wait and
+// Release answer ErrInvalidOption and Err says the same.
 type Lock struct {
 	// Acquired is closed once the lock is held. It is never closed if the
 	// Lock ends before being granted. Its closer is the lock's actor.
@@ -312,12 +367,29 @@ func newLock(name string) *Lock {
 	return l
 }
 
+// errNoLock is the answer of a Lock not made by Client.Lock.
+var errNoLock = fmt.Errorf("%w: Lock not made by Client.Lock", ErrInvalidOption)
+
+// usable reports whether l was made by newLock.
+func (l *Lock) usable() bool { return l != nil && l.lost != nil }
+
+// errNilContext answers a blocking call given a nil context.
+var errNilContext = fmt.Errorf("%w: nil context", ErrInvalidOption)
+
 // Name returns the lock name.
-func (l *Lock) Name() string { return l.name }
+func (l *Lock) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Err returns nil while the Lock is pending or held, and the cause once Lost
 // is closed.
 func (l *Lock) Err() error {
+	if !l.usable() {
+		return errNoLock
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
@@ -327,13 +399,21 @@ func (l *Lock) Err() error {
 // closed: it increases with every grant of the lock, and nested Locks of one
 // owner share their outer hold's token. Give it to the resource you protect
 // and have it reject tokens lower than the highest it has seen.
-func (l *Lock) Token() uint64 { return l.token.Load() }
+func (l *Lock) Token() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.token.Load()
+}
 
 // Deadline returns the current conservative validity deadline of the hold,
 // in the Client's clock: the lease counted from before the request that set
 // it was sent, less the drift allowance. The watchdog moves it forward. Zero
 // before Acquired.
 func (l *Lock) Deadline() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
 	ns := l.deadline.Load()
 	if ns == 0 {
 		return time.Time{}
@@ -342,8 +422,14 @@ func (l *Lock) Deadline() time.Time {
 }
 
 // Wait blocks until the lock is held (nil), the Lock is over (Err()), or ctx
-// ends (ctx.Err(); the Lock goes on).
+// ends (ctx.Err(); the Lock goes on). A nil ctx is ErrInvalidOption.
 func (l *Lock) Wait(ctx context.Context) error {
+	switch {
+	case !l.usable():
+		return errNoLock
+	case ctx == nil:
+		return errNilContext
+	}
 	if d, ok := l.ref.(lockactor.Driver); ok {
 		d.Drive(ctx, l.acquired, l.lost)
 	}
@@ -365,8 +451,15 @@ func (l *Lock) Wait(ctx context.Context) error {
 // confirmed it (nil) or ctx ended (ctx.Err(); the release goes on in the
 // background). It is safe to call twice: a Release after the Lock is over
 // returns ErrNotHeld (wrapping the cause it ended with) and changes nothing.
-// A hold that Redis no longer shows returns ErrNotOwner.
+// A hold that Redis no longer shows returns ErrNotOwner. A nil ctx is
+// ErrInvalidOption, and releases nothing.
 func (l *Lock) Release(ctx context.Context) error {
+	switch {
+	case !l.usable():
+		return errNoLock
+	case ctx == nil:
+		return errNilContext
+	}
 	select {
 	case <-l.lost:
 		return l.notHeld()

@@ -30,8 +30,9 @@ var (
 	// ErrNotHeld: Release on a Lock that is already over. The error also
 	// wraps the cause the Lock ended with.
 	ErrNotHeld = lockactor.ErrNotHeld
-	// ErrWrongKind: the name is in use as another kind of lock (Lock,
-	// FairLock and ReadLock/WriteLock share one name space).
+	// ErrWrongKind: the name is held or queued as another kind of lock.
+	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
+	// use as one kind refuses the others at once.
 	ErrWrongKind = lockactor.ErrWrongKind
 	// ErrWouldDeadlock: WriteLock by an owner that holds the ReadLock of the
 	// same name, which would wait for itself. (Write → read is allowed.)

@@ -91,10 +91,12 @@ func (r *Rueidis) Group() func(string) uint16 {
 
 // Classify implements Redis. A Redis error reply means the script was
 // refused before it wrote anything (every script's first write follows its
-// reads, and OOM/READONLY refuse the first write): WRONGTYPE will be refused
-// again; the rest (OOM, READONLY after failover, LOADING, BUSY, MASTERDOWN…)
-// may pass later. Anything else — timeouts, broken connections — may have
-// run.
+// reads, and OOM/READONLY refuse the first write). Replies that only a
+// change of configuration or data can fix — ACL denials, unknown commands,
+// WRONGTYPE, script errors, authentication — are Permanent: retrying them
+// would make a misconfiguration look like contention. The rest (OOM,
+// READONLY after failover, LOADING, BUSY, MASTERDOWN, TRYAGAIN…) may pass
+// later. Anything else — timeouts, broken connections — may have run.
 func (r *Rueidis) Classify(err error) lockactor.Fault {
 	return ClassifyRueidis(err)
 }
@@ -105,7 +107,7 @@ func ClassifyRueidis(err error) lockactor.Fault {
 		return lockactor.NoFault
 	}
 	if rerr, ok := rueidis.IsRedisErr(err); ok {
-		if strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+		if permanentReply(rerr.Error()) {
 			return lockactor.Permanent
 		}
 		return lockactor.Transient
@@ -114,6 +116,29 @@ func ClassifyRueidis(err error) lockactor.Fault {
 		return lockactor.Transient
 	}
 	return lockactor.Ambiguous
+}
+
+// permanentPrefixes start the error replies that the same call will get
+// again: the first word is the error code, and a script refused inside
+// Redis (an ACL denial of one of its commands, a runtime error) comes back
+// as ERR with the reason after it. rueidis may drop the "ERR " code, so it
+// is matched without it.
+var permanentPrefixes = []string{
+	"NOPERM", "NOAUTH", "WRONGPASS", "WRONGTYPE",
+	"unknown command", "unknown subcommand", "wrong number of arguments",
+	"The user executing the script can't run this command",
+	"Unknown Redis command called from script",
+	"user_script:", "Error running script", "Error compiling script",
+}
+
+func permanentReply(msg string) bool {
+	msg = strings.TrimPrefix(msg, "ERR ")
+	for _, p := range permanentPrefixes {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Slot is the Redis Cluster slot of key (CRC16 of its hash tag, mod 16384).

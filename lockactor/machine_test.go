@@ -587,3 +587,64 @@ func TestFirstRenewalsShareTheGrid(t *testing.T) {
 		}
 	}
 }
+
+// testKind is a kind made in a test, as a new kind is made in its own file:
+// the reentrant lock's calls, with reentries in mode 2 refused by "Redis"
+// (the test answers them) and shared holds among mode-1 requests.
+var testKind = &Kind{
+	Name:    "test",
+	Acquire: Reentrant.Acquire,
+	DecodeAcquire: func(vals []int64) (AcquireResult, error) {
+		if len(vals) == 1 && vals[0] == -9 {
+			return AcquireResult{Code: Refused, Err: errTestRefused}, nil
+		}
+		return DecodeAcquire(vals)
+	},
+	Release:       Reentrant.Release,
+	DecodeRelease: Reentrant.DecodeRelease,
+	Renew:         scripts.RenewScript,
+	Channel:       Reentrant.Channel,
+	MayAttempt: func(head *Request, holds func(func(Hold) bool)) bool {
+		for h := range holds {
+			if h.Mode != 1 || head.Mode != 1 {
+				return false
+			}
+		}
+		return true
+	},
+}
+
+var errTestRefused = errors.New("refused by the kind")
+
+// TestKindPolicy: a kind's MayAttempt lets mode-1 requests of different
+// owners try while mode-1 holds exist, and a Refused reentry ends only the
+// request, not the owner's hold.
+func TestKindPolicy(t *testing.T) {
+	d := newDriver(t)
+	enq := func(id ReqID, field string, mode uint8) []Effect {
+		return d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: id, Field: field, Lease: lease, Watchdog: true, Wait: -1, Kind: testKind, Mode: mode}})
+	}
+	acq := one(t, enq(1, "c:a", 1), EffAcquire)
+	d.step(granted(acq.Op, 1, 1))
+	// A second mode-1 owner may try beside the first hold.
+	acq = one(t, enq(2, "c:b", 1), EffAcquire)
+	one(t, d.step(granted(acq.Op, 1, 2)), EffAcquired)
+	// A mode-2 owner may not.
+	none(t, enq(3, "c:c", 2), EffAcquire)
+	// A request of another kind is refused at once while the machine is busy.
+	effs := d.enqueue(4, "c:d", -1)
+	if lost := one(t, effs, EffLost); !errors.Is(lost.Err, ErrWrongKind) {
+		t.Fatalf("other kind ended with %v", lost.Err)
+	}
+	// A reentry of c:a refused by Redis ends that request only.
+	re := one(t, enq(5, "c:a", 2), EffAcquire)
+	effs = d.step(Msg{Kind: MsgReply, Op: re.Op, Reply: []int64{-9}})
+	if lost := one(t, effs, EffLost); lost.ID != 5 || !errors.Is(lost.Err, errTestRefused) {
+		t.Fatalf("refused reentry: %+v", lost)
+	}
+	// c:a still holds: its release expects count 1.
+	rel := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffRelease)
+	if rel.Field != "c:a" || rel.Expected != 1 {
+		t.Fatalf("release %q expected %d", rel.Field, rel.Expected)
+	}
+}

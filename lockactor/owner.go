@@ -249,6 +249,10 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResu
 		} else {
 			m.grant(now, o, r, o.op.sent)
 		}
+	case res.Code == Refused:
+		// The kind refuses this reentry (a reader asking to write): the
+		// request ends, the owner's hold is untouched.
+		m.finish(r, res.Err)
 	case res.Code == Mismatch && res.Count == 0:
 		// The owner's hold is gone from Redis.
 		o.waiting = append([]*request{r}, o.waiting...)

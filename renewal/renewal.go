@@ -15,7 +15,6 @@ package renewal
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
@@ -62,6 +61,10 @@ type Config struct {
 	// Context bounds every call; its cancellation aborts calls in flight.
 	// Default context.Background().
 	Context context.Context
+	// Timeout bounds each call, on Clock, like any other script call of the
+	// runtime: a renewal stuck on a dead connection fails in time for the
+	// watchdog to try again before the lease runs out. Zero: no bound.
+	Timeout time.Duration
 }
 
 // Batcher gathers renewals and sends them in batches.
@@ -145,10 +148,16 @@ func (b *Batcher) send(batch []Item) {
 	args := make([]string, 0, 2*len(batch))
 	for i, it := range batch {
 		keys[i] = it.Key
-		args = append(args, it.Field, formatMillis(it.Lease))
+		args = append(args, it.Field, scripts.Millis(it.Lease))
 	}
 	sent := b.cfg.Clock.Now()
-	renewed, err := b.cfg.Exec(b.cfg.Context, batch[0].Script, keys, args)
+	ctx := b.cfg.Context
+	if b.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = b.cfg.Clock.WithTimeout(ctx, b.cfg.Timeout)
+		defer cancel()
+	}
+	renewed, err := b.cfg.Exec(ctx, batch[0].Script, keys, args)
 	if err == nil && len(renewed) != len(batch) {
 		err = errors.New("renewal: reply length differs from batch length")
 	}
@@ -180,13 +189,4 @@ func (b *Batcher) Close() {
 		it.Done(time.Time{}, false, ErrClosed)
 	}
 	b.wg.Wait()
-}
-
-// formatMillis renders d in whole milliseconds, at least 1.
-func formatMillis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }

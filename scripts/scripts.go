@@ -42,6 +42,15 @@ var (
 	Renew string
 	//go:embed handoff.lua
 	Handoff string
+
+	//go:embed fair_common.lua
+	fairCommon string
+	//go:embed fair_acquire.lua
+	fairAcquire string
+	//go:embed fair_release.lua
+	fairRelease string
+	//go:embed fair_keepalive.lua
+	fairKeepAlive string
 )
 
 // Script is one Lua script. Scripts are made once, at package
@@ -81,6 +90,14 @@ var (
 	HandoffScript = NewScript("handoff", Handoff)
 )
 
+// The scripts of the fair lock. Each is fair_common.lua followed by the
+// script's own file: the queue logic they share is written once.
+var (
+	FairAcquireScript   = NewScript("fair_acquire", fairCommon+fairAcquire)
+	FairReleaseScript   = NewScript("fair_release", fairCommon+fairRelease)
+	FairKeepAliveScript = NewScript("fair_keepalive", fairCommon+fairKeepAlive)
+)
+
 // Replies of the acquire script (first element of its array reply).
 const (
 	AcquireGranted   = 1
@@ -94,6 +111,16 @@ const (
 	ReleaseNotOwner = -1
 	ReleaseMismatch = -2
 )
+
+// Millis renders a lease as the scripts take it: whole milliseconds, at
+// least 1 (PEXPIRE refuses 0, and a lease below 1ms is never meant).
+func Millis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}
 
 // MaxNameLen is the longest lock name accepted, in bytes.
 const MaxNameLen = 1024
@@ -123,12 +150,16 @@ func LockKey(name string) string { return "holdfast:{" + name + "}" }
 // FenceKey is the Redis key of the fencing counter of name.
 func FenceKey(name string) string { return "holdfast:{" + name + "}:fence" }
 
-// FairQueueKey is the list of the fair lock's waiters, in arrival order. The
-// reentrant acquire checks it, so it is part of the shared layout.
+// FairQueueKey is the hash of the fair lock's waiters (see fair_common.lua).
+// The reentrant acquire checks it, so it is part of the shared layout.
 func FairQueueKey(name string) string { return "holdfast:{" + name + "}:q" }
 
 // Channel is the pub/sub channel on which the release of name is announced.
 func Channel(name string) string { return "holdfast:{" + name + "}:ch" }
+
+// ClientChannel is the channel of name that reaches only the client
+// clientID: the fair lock tells a waiter of its grant there.
+func ClientChannel(name, clientID string) string { return Channel(name) + ":" + clientID }
 
 // NameOfChannel returns the lock name of a channel made by Channel (or by
 // a kind's per-client channel, Channel(name) + ":" + CLIENTID), or false.
@@ -145,15 +176,6 @@ func NameOfChannel(ch string) (string, bool) {
 		return "", false
 	}
 	return rest[:i], true
-}
-
-// Millis renders d in whole milliseconds, at least 1, as scripts take leases.
-func Millis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }
 
 // Field is the hash field of an owner of a client.

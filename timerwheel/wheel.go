@@ -67,13 +67,19 @@ func New(clk clock.Clock, tick time.Duration, slots int) *Wheel {
 // Tick returns the wheel's tick: timers fire up to one tick late.
 func (w *Wheel) Tick() time.Duration { return w.tick }
 
-// tickOf returns the first tick whose time is at or after t.
+// tickOf returns the first tick whose time is at or after t. It rounds up
+// without adding first: t.Sub saturates at the largest Duration, and a sum
+// near it would wrap to a negative tick, which fires at once.
 func (w *Wheel) tickOf(t time.Time) int64 {
 	d := t.Sub(w.origin)
 	if d <= 0 {
 		return 0
 	}
-	return int64((d + w.tick - 1) / w.tick)
+	k := int64(d / w.tick)
+	if d%w.tick != 0 {
+		k++
+	}
+	return k
 }
 
 // Schedule arranges for fn to run once, at the first tick whose time is at

@@ -277,8 +277,8 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
-	if o.kind != nil {
-		o.kind(&req)
+	if kind.HoldField != nil {
+		req.Field = kind.HoldField(req.Field, mode)
 	}
 	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {

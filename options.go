@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/holdfast/holdfast/lockactor"
 )
 
 // An Option changes one Lock call.
@@ -16,10 +14,6 @@ type lockOptions struct {
 	lease time.Duration // 0: the watchdog with Config.WatchdogTimeout
 	wait  time.Duration // < 0: wait until granted or ctx ends
 	err   error
-	// kind, when set, makes the request one of another kind than the
-	// reentrant lock (ReadLock, WriteLock): it sets the request's Kind and
-	// Mode and may rewrite its Field. Not settable by users.
-	kind func(*lockactor.Request)
 }
 
 // WithLease holds the lock for a fixed lease d with no watchdog (Redisson's

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/holdfast/holdfast/lockactor"
-	"github.com/holdfast/holdfast/scripts"
 )
 
 // ReadLock asks for a read hold of name, shared with every other read hold
@@ -22,7 +21,7 @@ import (
 // A name in use as another kind of lock (Lock, FairLock) ends the Lock with
 // ErrWrongKind.
 func (c *Client) ReadLock(ctx context.Context, name string, opts ...Option) *Lock {
-	return c.Lock(ctx, name, withRW(opts, lockactor.ModeRead)...)
+	return c.request(ctx, name, lockactor.ReadWrite, lockactor.ModeRead, opts)
 }
 
 // WriteLock asks for the write hold of name, which excludes every other hold
@@ -36,16 +35,5 @@ func (c *Client) ReadLock(ctx context.Context, name string, opts ...Option) *Loc
 // holds a ReadLock asking for WriteLock on the same name would wait for
 // itself: the Lock ends at once with ErrWouldDeadlock.
 func (c *Client) WriteLock(ctx context.Context, name string, opts ...Option) *Lock {
-	return c.Lock(ctx, name, withRW(opts, lockactor.ModeWrite)...)
-}
-
-// withRW returns opts followed by the option that makes a request of the
-// read-write kind in mode, without touching the caller's slice.
-func withRW(opts []Option, mode uint8) []Option {
-	return append(opts[:len(opts):len(opts)], func(o *lockOptions) {
-		o.kind = func(r *lockactor.Request) {
-			r.Kind, r.Mode = lockactor.ReadWrite, mode
-			r.Field = scripts.RWField(scripts.RWMode(mode), r.Field)
-		}
-	})
+	return c.request(ctx, name, lockactor.ReadWrite, lockactor.ModeWrite, opts)
 }

@@ -18,6 +18,11 @@ type Kind struct {
 	// Name is the kind's name as Redis marks it and Inspect reports it.
 	Name string
 
+	// HoldField, when set, gives the field a request of mode holds under,
+	// from its owner field (CLIENTID:OWNER): the read-write lock keeps an
+	// owner's read and write holds apart. Nil: the owner field.
+	HoldField func(ownerField string, mode uint8) string
+
 	// Acquire builds the call that grants r to its owner field: fresh when
 	// expected is 0, a reentry of a hold of count expected otherwise.
 	// Repeating the same call must be harmless (see Fault Ambiguous).

@@ -28,6 +28,9 @@ const (
 // refused by Redis with ErrWouldDeadlock.
 var ReadWrite = &Kind{
 	Name: "rw",
+	HoldField: func(ownerField string, mode uint8) string {
+		return scripts.RWField(scripts.RWMode(mode), ownerField)
+	},
 	Acquire: func(env Env, r *Request, expected int64) scripts.Call {
 		claim := env.Cfg.WaiterTimeout
 		if r.Wait == 0 {

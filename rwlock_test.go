@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -395,4 +396,53 @@ func TestRWKilledReaderExpiresOnItsOwnDeadline(t *testing.T) {
 		t.Fatalf("writer granted %v after the live reader left: it waited for the dead one", took)
 	}
 	w.Release(context.Background())
+}
+
+// TestRWInspectAndForceUnlock: Inspect shows a read-write lock's holds with
+// their modes and its waiting writer; ForceUnlock frees it, raises the fence
+// and lets the waiting writer in.
+func TestRWInspectAndForceUnlock(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, holdfast.Config{ClientID: "a", WatchdogTimeout: time.Second})
+	b := newClient(t, srv, holdfast.Config{ClientID: "b"})
+	ctx := context.Background()
+	job := holdfast.WithOwner(ctx, "job")
+	w := a.WriteLock(job, "inv")
+	mustAcquire(t, w)
+	r := a.ReadLock(job, "inv")
+	mustAcquire(t, r)
+	w.Release(ctx) // job is a reader now
+	r2 := a.ReadLock(holdfast.WithOwner(ctx, "other"), "inv")
+	mustAcquire(t, r2)
+	bw := b.WriteLock(holdfast.WithOwner(ctx, "w"), "inv")
+	if heldWithin(bw, 200*time.Millisecond) {
+		t.Fatal("writer granted beside readers")
+	}
+	info, err := b.Inspect(ctx, "inv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []holdfast.Holder{{Owner: "a:job", Count: 1, Mode: "read"}, {Owner: "a:other", Count: 1, Mode: "read"}}
+	if info.Kind != holdfast.KindRW || !reflect.DeepEqual(info.Holders, want) || info.Waiters != 1 {
+		t.Fatalf("Inspect: kind %q holders %+v waiters %d, want %q %+v 1", info.Kind, info.Holders, info.Waiters, holdfast.KindRW, want)
+	}
+	if info.TTL <= 0 || info.TTL > holdfast.DefaultWaiterTimeout {
+		t.Fatalf("TTL %v, want the longest live lease (the writer's claim, at most %v)", info.TTL, holdfast.DefaultWaiterTimeout)
+	}
+	if info.Fence != r2.Token() {
+		t.Fatalf("fence %d, want the last grant's token %d", info.Fence, r2.Token())
+	}
+	if err := b.ForceUnlock(ctx, "inv"); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, bw)
+	if bw.Token() <= r2.Token()+1 {
+		t.Fatalf("writer token %d after a forced unlock of fence %d: not above the raised fence", bw.Token(), r2.Token())
+	}
+	mustLose(t, r, holdfast.ErrNotOwner)
+	mustLose(t, r2, holdfast.ErrNotOwner)
+	bw.Release(ctx)
+	if keys := srv.Keys(t); len(keys) != 1 || keys[0] != scripts.FenceKey("inv") {
+		t.Fatalf("keys left after the forced unlock and release: %v", keys)
+	}
 }

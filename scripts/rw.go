@@ -19,6 +19,11 @@ var (
 	RWRenew string
 	//go:embed rw_keepalive.lua
 	RWKeepAlive string
+	// The operator's tools for the kind (Client.Inspect, Client.ForceUnlock).
+	//go:embed rw_inspect.lua
+	RWInspect string
+	//go:embed rw_force_unlock.lua
+	RWForceUnlock string
 )
 
 // The read-write kind's scripts, registered for the runtimes.

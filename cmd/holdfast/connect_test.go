@@ -5,9 +5,11 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // deadAddr returns a loopback address where nothing listens.
@@ -200,4 +202,42 @@ func TestExecFair(t *testing.T) {
 	if r.code != exitFailure || !strings.Contains(r.stderr, "another kind") {
 		t.Fatalf("exec --fair on a reentrant lock: exit %d, stderr %q; want %d saying another kind", r.code, r.stderr, exitFailure)
 	}
+}
+
+// Redis going away while exec waits ends it with the unreachable code, not
+// "not acquired".
+func TestExecRedisDownWhileWaiting(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Lock(context.Background(), "busy").Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cmd := holdfastCmd("exec", "--redis", srv.Addr, "-w", "3", "busy", "--", "true")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// exec waits once it has subscribed to the lock's channel.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		subs, _ := srv.Do(t, "PUBSUB", "NUMSUB", scripts.Channel("busy")).AsIntMap()
+		if subs[scripts.Channel("busy")] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("exec never waited on the lock's channel")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Kill()
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitUnreachable {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitUnreachable, stderr.String())
+	}
+	t.Logf("stderr: %s", strings.TrimSpace(stderr.String()))
 }

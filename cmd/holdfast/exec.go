@@ -180,7 +180,11 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 	select {
 	case <-l.Acquired:
 	case <-l.Lost:
-		return acquireFailure(o, l.Err())
+		return acquireFailure(o, l.Err(), func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return rdb.Do(ctx, rdb.B().Ping().Build()).Error()
+		})
 	case sig := <-signals:
 		l.Release(context.Background())
 		return 128 + int(sig.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for %q", sig, o.name)
@@ -248,12 +252,17 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 
 // acquireFailure is exec's answer to a Lock that ended before it was held.
 // A Redis failure behind it outranks a spent wait budget: "Redis is down"
-// must not read as "the lock is busy".
-func acquireFailure(o execOptions, err error) (int, error) {
+// must not read as "the lock is busy". A waiter that sleeps until it is
+// woken may have made no call since Redis went away, so a spent budget is
+// checked with ping.
+func acquireFailure(o execOptions, err error, ping func() error) (int, error) {
 	switch code := exitCodeOf(err); {
 	case code == exitUnreachable || code == exitNoPerm:
 		return code, fmt.Errorf("lock %q: %w", o.name, err)
 	case errors.Is(err, holdfast.ErrWaitTimeout):
+		if perr := ping(); perr != nil && exitCodeOf(perr) == exitUnreachable {
+			return exitUnreachable, fmt.Errorf("lock %q not acquired within %v: Redis at %s is unreachable: %w", o.name, o.wait, o.target.display, perr)
+		}
 		return exitNotTaken, fmt.Errorf("lock %q not acquired within %v", o.name, o.wait)
 	case errors.Is(err, holdfast.ErrInvalidName) || errors.Is(err, holdfast.ErrInvalidOption):
 		return exitUsage, err

@@ -329,6 +329,9 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
+	if kind.HoldField != nil {
+		req.Field = kind.HoldField(req.Field, mode)
+	}
 	c.obs.Start(&l.obs, name, req.Field)
 	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {

@@ -51,4 +51,7 @@ var (
 	// its wait budget (some nodes unreachable, or held elsewhere). The error
 	// also wraps the last node's error.
 	ErrNoQuorum = errors.New("holdfast: no majority of RedLock nodes granted the lock")
+	// ErrWouldDeadlock: WriteLock by an owner that holds the ReadLock of the
+	// same name, which would wait for itself. (Write → read is allowed.)
+	ErrWouldDeadlock = lockactor.ErrWouldDeadlock
 )

@@ -42,6 +42,14 @@ var units = map[string]string{
 	"rtt_p50_us":             "us",
 	"ns_per_op":              "ns",
 	"bytes_per_op":           "bytes",
+	// rwlock
+	"reads_per_s":             "1/s",
+	"writes_per_s":            "1/s",
+	"writer_wait_p99_us":      "us",
+	"lock_reads_per_s":        "1/s",
+	"lock_writes_per_s":       "1/s",
+	"lock_writer_wait_p99_us": "us",
+	"read_speedup":            "x",
 }
 
 // metricOrder is the order of rows within a scenario.
@@ -52,6 +60,8 @@ var metricOrder = []string{
 	"renewal_commands_per_s", "heap_bytes_per_lock", "lost_holds",
 	"evalsha_per_s", "rtt_p50_us",
 	"ns_per_op", "bytes_per_op",
+	"reads_per_s", "writes_per_s", "writer_wait_p99_us",
+	"lock_reads_per_s", "lock_writes_per_s", "lock_writer_wait_p99_us", "read_speedup",
 }
 
 type key struct{ scenario, library, metric string }

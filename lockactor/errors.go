@@ -26,4 +26,7 @@ var (
 	// ErrWrongKind: the name is held or queued as another kind of lock
 	// (Lock, FairLock, ReadLock/WriteLock share one name space).
 	ErrWrongKind = errors.New("holdfast: lock name in use as another kind of lock")
+	// ErrWouldDeadlock: an owner holding a read lock asked for the write
+	// lock of the same name, which would wait for its own read hold.
+	ErrWouldDeadlock = errors.New("holdfast: write lock asked by an owner that holds the read lock (it would wait for itself)")
 )

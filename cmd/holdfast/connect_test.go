@@ -241,3 +241,26 @@ func TestExecRedisDownWhileWaiting(t *testing.T) {
 	}
 	t.Logf("stderr: %s", strings.TrimSpace(stderr.String()))
 }
+
+// --read holders share NAME; --write waits for them.
+func TestExecReadWrite(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.ReadLock(ctx, "doc").Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := runHoldfast(t, "exec", "--read", "-w", "5", "--redis", srv.Addr, "doc", "--", "true"); r.code != 0 {
+		t.Fatalf("exec --read beside a reader: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runHoldfast(t, "exec", "--write", "-w", "0.3", "--redis", srv.Addr, "doc", "--", "true"); r.code != exitNotTaken {
+		t.Fatalf("exec --write beside a reader: exit %d, stderr %q; want %d", r.code, r.stderr, exitNotTaken)
+	}
+	if r := runHoldfast(t, "exec", "--read", "--fair", "doc", "--", "true"); r.code != exitUsage {
+		t.Fatalf("exec --read --fair: exit %d, want %d", r.code, exitUsage)
+	}
+}

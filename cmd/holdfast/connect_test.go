@@ -260,6 +260,9 @@ func TestExecReadWrite(t *testing.T) {
 	if r := runHoldfast(t, "exec", "--write", "-w", "0.3", "--redis", srv.Addr, "doc", "--", "true"); r.code != exitNotTaken {
 		t.Fatalf("exec --write beside a reader: exit %d, stderr %q; want %d", r.code, r.stderr, exitNotTaken)
 	}
+	if r := runHoldfast(t, "status", "--redis", srv.Addr, "doc"); r.code != 0 || !strings.Contains(r.stdout, "doc   rw") || !strings.Contains(r.stdout, "(read)") {
+		t.Fatalf("status of a read-held name: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
 	if r := runHoldfast(t, "exec", "--read", "--fair", "doc", "--", "true"); r.code != exitUsage {
 		t.Fatalf("exec --read --fair: exit %d, want %d", r.code, exitUsage)
 	}

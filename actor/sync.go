@@ -2,11 +2,8 @@ package actor
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -33,15 +30,12 @@ type Synced struct {
 	*Rueidis
 	replicas int64
 	timeout  time.Duration
-
-	mu   sync.Mutex
-	shas map[*scripts.Script]string
 }
 
 // NewSynced wraps r so every call waits for replicas acks, each WAIT
 // bounded by timeout.
 func NewSynced(r *Rueidis, replicas int, timeout time.Duration) *Synced {
-	return &Synced{Rueidis: r, replicas: int64(replicas), timeout: timeout, shas: make(map[*scripts.Script]string)}
+	return &Synced{Rueidis: r, replicas: int64(replicas), timeout: timeout}
 }
 
 // ErrReplicaSync is wrapped by the errors of calls too few replicas
@@ -124,7 +118,7 @@ func (s *Synced) execWait(ctx context.Context, c scripts.Call) (rueidis.RedisMes
 	src := s.source(c.Script)
 	wait := rc.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
 	res := rc.DoMulti(ctx,
-		rc.B().Evalsha().Sha1(s.sha(c.Script, src)).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build(),
+		s.evalsha(c),
 		wait)
 	if rerr, ok := rueidis.IsRedisErr(res[0].Error()); ok && rerr.IsNoScript() {
 		wait = rc.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
@@ -143,17 +137,4 @@ func (s *Synced) execWait(ctx context.Context, c scripts.Call) (rueidis.RedisMes
 		return reply, 0, fmt.Errorf("holdfast: WAIT after a script call: %v", err)
 	}
 	return reply, acks, nil
-}
-
-// sha is the SHA1 of src, the source of script, computed once.
-func (s *Synced) sha(script *scripts.Script, src string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h, ok := s.shas[script]
-	if !ok {
-		sum := sha1.Sum([]byte(src))
-		h = hex.EncodeToString(sum[:])
-		s.shas[script] = h
-	}
-	return h
 }

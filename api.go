@@ -15,9 +15,11 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/holdfast/holdfast/actor"
 	"github.com/holdfast/holdfast/internal/clientkit"
+	"github.com/holdfast/holdfast/internal/observe"
 	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/renewal"
@@ -79,6 +81,10 @@ type Config struct {
 	// WaiterTimeout passes to the next waiter. Default 5s; at least
 	// MinLease.
 	WaiterTimeout time.Duration
+	// MeterProvider receives the Client's metrics (see README, Metrics):
+	// acquisitions by outcome, wait and hold times, renewals, lost holds,
+	// held and waiting Locks, Redis call latency. Default: none recorded.
+	MeterProvider metric.MeterProvider
 }
 
 // DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
@@ -166,6 +172,7 @@ func (c *Config) machine() lockactor.Config {
 type Client struct {
 	cfg     Config
 	eng     clientkit.Engine
+	obs     *observe.Observer
 	closers []func() // run after the engine closes, in order
 	nextID  atomic.Uint64
 
@@ -179,13 +186,17 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	rue := actor.NewRueidis(cfg.Redis)
-	var redis actor.Redis = rue
-	renewExec := rue.Renew
-	if cfg.SyncReplicas > 0 {
-		synced := actor.NewSynced(rue, cfg.SyncReplicas, cfg.SyncTimeout)
-		redis, renewExec = synced, synced.Renew
+	obs, err := observe.New(cfg.Logger, cfg.MeterProvider, cfg.Clock)
+	if err != nil {
+		return nil, err
 	}
+	rue := actor.NewRueidis(cfg.Redis)
+	var base actor.Redis = rue
+	if cfg.SyncReplicas > 0 {
+		base = actor.NewSynced(rue, cfg.SyncReplicas, cfg.SyncTimeout)
+	}
+	redis := obs.Redis(base)
+	renewExec := redis.Renew
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
 	// Renewals still in flight when the Client closes are aborted, like
 	// every other script call.
@@ -215,7 +226,7 @@ func New(cfg Config) (*Client, error) {
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, eng: sys, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
+	return &Client{cfg: cfg, eng: sys, obs: obs, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {
@@ -229,7 +240,11 @@ func init() {
 			return nil, err
 		}
 		c.setDefaults()
-		return &Client{cfg: c, eng: e, closers: closers}, nil
+		obs, err := observe.New(c.Logger, c.MeterProvider, c.Clock)
+		if err != nil {
+			return nil, err
+		}
+		return &Client{cfg: c, eng: e, obs: obs, closers: closers}, nil
 	}
 }
 
@@ -314,9 +329,10 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
+	c.obs.Start(&l.obs, name, req.Field)
 	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {
-		l.end(err)
+		handle{l}.Lost(err)
 		return l
 	}
 	l.ref = ref
@@ -382,6 +398,7 @@ type Lock struct {
 	ref      lockactor.Ref
 	token    atomic.Uint64
 	deadline atomic.Int64 // UnixNano
+	obs      observe.Hold // touched by Lock, then by the actor only
 
 	mu          sync.Mutex // guards the fields below
 	err         error
@@ -544,6 +561,7 @@ func (l *Lock) end(err error) {
 type handle struct{ l *Lock }
 
 func (h handle) Acquired(token uint64, deadline time.Time) {
+	h.l.obs.Granted(token)
 	h.l.token.Store(token)
 	h.l.deadline.Store(deadline.UnixNano())
 	close(h.l.acquired)
@@ -557,4 +575,7 @@ func (h handle) ReleaseDone(err error) {
 	h.l.mu.Unlock()
 }
 
-func (h handle) Lost(err error) { h.l.end(err) }
+func (h handle) Lost(err error) {
+	h.l.obs.Ended(err)
+	h.l.end(err)
+}

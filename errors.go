@@ -34,6 +34,11 @@ var (
 	// acknowledged the grant within Config.SyncTimeout. The grant was undone
 	// and the Lock never reported Acquired.
 	ErrReplicaSync = lockactor.ErrReplicaSync
+	// ErrRedis: Redis refused a call in a way that retrying cannot fix — an
+	// ACL denial (NOPERM), an unknown command, WRONGTYPE on a lock key, a
+	// script error, NOAUTH. The Lock ends at once; the error wraps the
+	// server's reply. See README's ACL rules.
+	ErrRedis = lockactor.ErrRedis
 	// ErrWrongKind: the name is held or queued as another kind of lock.
 	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
 	// use as one kind refuses the others at once.

@@ -23,7 +23,8 @@ import (
 // with an error wrapping ErrReplicaSync that Classify calls
 // lockactor.Unsynced: the kernel undoes a grant so answered and ends its
 // request with that error, and takes any other reply as it is. A renewal
-// with too few acks is a failed renewal (Transient): the hold keeps its old
+// batch with too few acks fails with that error (through Call or Renew
+// alike): the kernel counts it a failed renewal, the hold keeps its old
 // deadline, the watchdog retries, and the hold is Lost at its deadline if
 // no renewal syncs.
 type Synced struct {
@@ -43,14 +44,10 @@ func NewSynced(r *Rueidis, replicas int, timeout time.Duration) *Synced {
 var ErrReplicaSync = lockactor.ErrReplicaSync
 
 // errUnsynced marks a script call that ran but was not acknowledged by
-// enough replicas (Unsynced); errRenewUnsynced a renewal batch (Transient).
-type (
-	errUnsynced      struct{ error }
-	errRenewUnsynced struct{ error }
-)
+// enough replicas (Unsynced).
+type errUnsynced struct{ error }
 
-func (e errUnsynced) Unwrap() error      { return e.error }
-func (e errRenewUnsynced) Unwrap() error { return e.error }
+func (e errUnsynced) Unwrap() error { return e.error }
 
 // Call implements Redis: the script and WAIT on one connection.
 func (s *Synced) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
@@ -79,7 +76,7 @@ func (s *Synced) Renew(ctx context.Context, script *scripts.Script, keys, args [
 		return nil, err
 	}
 	if acks < s.replicas {
-		return nil, errRenewUnsynced{s.shortErr(acks, script.Name)}
+		return nil, errUnsynced{s.shortErr(acks, script.Name)}
 	}
 	vals, err := ints(reply)
 	if err != nil {
@@ -100,12 +97,8 @@ func (s *Synced) shortErr(acks int64, script string) error {
 // Classify implements Redis.
 func (s *Synced) Classify(err error) lockactor.Fault {
 	var u errUnsynced
-	var ru errRenewUnsynced
-	switch {
-	case errors.As(err, &u):
+	if errors.As(err, &u) {
 		return lockactor.Unsynced
-	case errors.As(err, &ru):
-		return lockactor.Transient
 	}
 	return s.Rueidis.Classify(err)
 }

@@ -191,6 +191,14 @@ type lockKind struct {
 
 var lockKinds = []lockKind{
 	{
+		// Before KindLock: the same hash, marked kind=rw.
+		kind:           KindRW,
+		inspect:        inspectRW,
+		forceUnlock:    forceUnlockRW,
+		heldKeyPattern: scripts.LockKeyPattern,
+		nameOfHeldKey:  scripts.NameOfLockKey,
+	},
+	{
 		kind:           KindLock,
 		inspect:        inspectReentrant,
 		forceUnlock:    forceUnlockReentrant,

@@ -377,6 +377,11 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 		m.nextOp(now, o)
 		return
 	}
+	if m.kind.Jump != nil && m.kind.Jump(&r.Request, m.holds) {
+		m.queue = append([]*request{r}, m.queue...)
+		m.wake(now)
+		return
+	}
 	m.queue = append(m.queue, r)
 }
 
@@ -488,7 +493,7 @@ func (m *Machine) tryHead(now time.Time) {
 		return
 	}
 	if m.att.req != nil {
-		m.failTryOnce(false)
+		m.failTryOnceBehind()
 		return
 	}
 	r := m.queue[0]
@@ -501,11 +506,28 @@ func (m *Machine) tryHead(now time.Time) {
 	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
 	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field)
-	m.failTryOnce(false)
+	m.failTryOnceBehind()
 }
 
-// mayAttempt applies the kind's policy to the head request r.
+// failTryOnceBehind ends the try-once requests queued behind the attempt in
+// flight when the kind is exclusive (no MayAttempt): none of them could be
+// granted beside it. A kind that lets local requests hold together (readers)
+// lets them wait for their own turn to try.
+func (m *Machine) failTryOnceBehind() {
+	if m.kind.MayAttempt == nil {
+		m.failTryOnce(false)
+	}
+}
+
+// mayAttempt applies the kind's policy to the head request r. Whatever the
+// kind, r waits while an owner of its own field has an op in Redis (an undo
+// of a grant that may have happened): a fresh attempt could cross it.
 func (m *Machine) mayAttempt(r *request) bool {
+	for _, o := range m.owners {
+		if o.field == r.Field {
+			return false
+		}
+	}
 	if m.kind.MayAttempt == nil {
 		return len(m.owners) == 0
 	}

@@ -9,7 +9,8 @@ import (
 // Sharded rewrites, and its sharded variant publishes only with SPUBLISH.
 func TestShardedVariants(t *testing.T) {
 	publishing := 0
-	tools := []*Script{{Name: "force_unlock", Src: ForceUnlock}, {Name: "fair_force_unlock", Src: FairForceUnlock}}
+	tools := []*Script{{Name: "force_unlock", Src: ForceUnlock}, {Name: "fair_force_unlock", Src: FairForceUnlock},
+		{Name: "rw_force_unlock", Src: RWForceUnlock}}
 	for _, s := range append(All(), tools...) {
 		lower := strings.ToLower(s.Src)
 		n := strings.Count(lower, "'publish'") + strings.Count(lower, "\"publish\"")

@@ -70,6 +70,8 @@ type World struct {
 	calls   map[uint64]*call
 	history []Event
 	tokens  map[holdRef]uint64 // the token of each Lock held now
+	// closed: Close was called; Chaos and Settle refuse to run.
+	closed bool
 	// disruptions lists the roll-backs and key thefts, for checkers.
 	disruptions []Disruption
 	// generation counts data roll-backs (failover with loss, restart): fencing

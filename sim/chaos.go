@@ -178,7 +178,7 @@ func (w *World) Settle() {
 	limit := w.now.Add(SettleLimit)
 	for w.waiting() > 0 && w.now.Before(limit) && w.Step() {
 	}
-	w.mock.Set(w.now)
+	w.clock.sync()
 }
 
 // waiting counts the Locks neither granted nor over, and the calls from

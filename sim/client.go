@@ -70,7 +70,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 	c := &Client{w: w, id: cfg.ID, drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
 		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow}}
 	pub, err := clientkit.NewClient(holdfast.Config{
-		Clock:           w.mock,
+		Clock:           w.clock,
 		WatchdogTimeout: cfg.WatchdogTimeout,
 		ClientID:        cfg.ID,
 		CallTimeout:     w.cfg.CallTimeout,

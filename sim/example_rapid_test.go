@@ -49,8 +49,10 @@ func (r *jobRunner) write() {
 	}
 }
 
+// finish writes the job's last result and releases the lock.
 func (r *jobRunner) finish() {
 	if r.job != nil {
+		r.write()
 		r.job.Release(context.Background())
 	}
 }
@@ -64,7 +66,8 @@ func TestJobRunnersUnderChaos(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		w := sim.New(sim.Config{Seed: rapid.Int64().Draw(t, "seed"), Replicas: 1})
 		db := &fencedStore{}
-		runners := []*jobRunner{{c: w.NewClient(sim.ClientConfig{}), db: db}, {c: w.NewClient(sim.ClientConfig{}), db: db}}
+		cfg := sim.ClientConfig{WatchdogTimeout: time.Second}
+		runners := []*jobRunner{{c: w.NewClient(cfg), db: db}, {c: w.NewClient(cfg), db: db}}
 		pick := func(t *rapid.T) *jobRunner { return runners[rapid.IntRange(0, 1).Draw(t, "runner")] }
 		t.Repeat(map[string]func(*rapid.T){
 			"chaos":  func(t *rapid.T) { w.Chaos(t) },

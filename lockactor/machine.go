@@ -1,8 +1,10 @@
 package lockactor
 
 import (
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -32,7 +34,15 @@ type Config struct {
 	// HandoffLimit turns handoffs off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// WaiterTimeout is how long a waiter's place in a queue kept by Redis
+	// (the fair lock's) outlives its last keep-alive: a dead process's
+	// waiters leave the queue after it. Live waiters renew their places
+	// every WaiterTimeout/3. Default 5s.
+	WaiterTimeout time.Duration
 }
+
+// DefaultWaiterTimeout is Config.WaiterTimeout's default.
+const DefaultWaiterTimeout = 5 * time.Second
 
 func (c *Config) setDefaults() {
 	if c.NoTTLRetry <= 0 {
@@ -49,6 +59,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandoffWindow <= 0 {
 		c.HandoffWindow = 10 * time.Millisecond
+	}
+	if c.WaiterTimeout <= 0 {
+		c.WaiterTimeout = DefaultWaiterTimeout
 	}
 }
 
@@ -88,6 +101,14 @@ type request struct {
 	// is told of no deadline.
 	granted bool
 	owner   *owner
+	// Kinds that queue waiters in Redis (Kind.KeepAlive): placed, the
+	// request has a place there; placeOp, its place call is in flight;
+	// keepOp, its keep-alive is; placeFailed, its last place call failed
+	// and waits for the keep-alive tick to be repeated.
+	placed      bool
+	placeOp     uint64
+	keepOp      uint64
+	placeFailed bool
 }
 
 type opKind uint8
@@ -99,10 +120,30 @@ const (
 	opHandoff // the final release of the owner, handing the lock to a local waiter
 )
 
+// opSlot is the one Redis operation an owner has in flight (or waiting to
+// be repeated): owners change their count in Redis one call at a time, so
+// that each call states the count it expects.
+type opSlot struct {
+	kind     opKind
+	id       uint64   // Op of the call in flight; 0 drops its reply
+	req      *request // nil for an undo or a shutdown release
+	expected int64
+	sent     time.Time
+	retried  bool          // the op repeats an ambiguous one
+	unsure   bool          // the op's last try may or may not have run
+	backoff  time.Duration // next delay if the op fails again
+}
+
+// start makes the slot carry a new op of kind for r, expecting count.
+func (s *opSlot) start(kind opKind, id uint64, r *request, expected int64, now time.Time) {
+	s.kind, s.id, s.req, s.expected, s.sent, s.retried, s.unsure = kind, id, r, expected, now, false, false
+}
+
 // owner is the hold of one owner field in Redis, as this machine believes it.
 type owner struct {
 	gen      uint64
 	field    string
+	mode     uint8 // the Mode of the request that first granted the hold
 	count    int64 // the owner's reentry count in Redis
 	token    uint64
 	lease    time.Duration
@@ -111,19 +152,15 @@ type owner struct {
 	held     []*request // requests holding the lock through this owner
 	waiting  []*request // reentries and releases waiting for the op slot, in order
 
-	op         opKind
-	opID       uint64
-	opReq      *request // nil for an undo or a shutdown release
-	opExpected int64
-	opSent     time.Time
-	opRetried  bool          // the op repeats an ambiguous one
-	opUnsure   bool          // the op's last try may or may not have run
-	backoff    time.Duration // next delay if the op fails again
-	undoUntil  time.Time     // undo owners: a possible grant has expired by then
-	undo       bool
+	op        opSlot
+	undoUntil time.Time // undo owners: a possible grant has expired by then
+	undo      bool
 
 	renewNext     time.Time // next renewal on the absolute grid sent + k*lease/3
 	renewInFlight bool
+	// renewErr is the error of the last failed renewal, cleared by a
+	// success: a lease that runs out says what kept the watchdog from Redis.
+	renewErr error
 	// yield: the owner's final release leaves local waiters behind, who let
 	// other processes compete for the lock before trying again.
 	yield bool
@@ -148,7 +185,9 @@ const (
 // runtime must carry out. A Machine is not safe for concurrent use; its one
 // owner is the actor that runs it.
 type Machine struct {
-	cfg Config
+	cfg  Config
+	env  Env
+	kind *Kind // the kind of every live request and owner
 
 	// Small slices rather than maps: a lock has few requests and owners at
 	// a time, and a client may hold a hundred thousand locks.
@@ -158,39 +197,62 @@ type Machine struct {
 	nextID uint64
 
 	// The one acquire attempt in flight for the head of queue.
-	attemptOp   uint64
-	attemptReq  *request
-	attemptSent time.Time
-	attemptWoke bool // a wake-up arrived while the attempt was in flight
-	// attemptHandoff: the attempt is the acquire half of a handoff.
-	attemptHandoff bool
+	att attempt
+	// places counts the pending requests with a place in a queue kept by
+	// Redis (Kind.KeepAlive), which the keep-alive timer renews.
+	places int
 
 	// streak counts the handoffs since the lock was last granted fresh from
 	// Redis, at streakStart.
 	streak      int
 	streakStart time.Time
 
-	blocked  bool // the lock is held elsewhere; wait for a wake-up or the retry timer
-	backoff  time.Duration
-	sub      subState
-	shutdown error
+	blocked bool // the lock is held elsewhere; wait for a wake-up or the retry timer
+	backoff time.Duration
+	// attemptErr is the error of the last failed attempt, cleared by an
+	// answer: a wait that runs out says what kept it from Redis.
+	attemptErr error
+	sub        subState
+	channel    string // the channel subscribed to, while sub != subNone
+	shutdown   error
 
 	out []Effect
 }
 
-// New returns an empty machine.
-func New(cfg Config) *Machine {
+// attempt is the fresh acquire in flight for the head of the queue.
+type attempt struct {
+	op   uint64
+	req  *request // nil: none in flight
+	sent time.Time
+	woke bool // a wake-up arrived while the attempt was in flight
+	// handoff: the attempt is the acquire half of a handoff.
+	handoff bool
+}
+
+// New returns an empty machine for the lock name.
+func New(name string, cfg Config) *Machine {
 	cfg.setDefaults()
-	return &Machine{
+	m := &Machine{
 		cfg:     cfg,
+		kind:    Reentrant,
 		backoff: cfg.Backoff,
 	}
+	m.env = Env{Name: name, Cfg: &m.cfg}
+	return m
 }
+
+// Kind returns the kind of lock the machine serves now. A runtime that
+// lost the machine's state releases the fields it may have written with
+// this kind's Release.
+func (m *Machine) Kind() *Kind { return m.kind }
+
+// Env returns what the kind's call builders need.
+func (m *Machine) Env() Env { return m.env }
 
 // Idle reports whether the machine holds nothing, waits for nothing and has
 // nothing in flight, so that its actor may stop.
 func (m *Machine) Idle() bool {
-	return len(m.reqs) == 0 && len(m.owners) == 0 && m.attemptReq == nil && m.sub == subNone
+	return len(m.reqs) == 0 && len(m.owners) == 0 && m.att.req == nil && m.sub == subNone
 }
 
 // Step applies one input at time now and returns the effects to carry out,
@@ -211,6 +273,9 @@ func (m *Machine) StepInto(buf []Effect, now time.Time, msg Msg) []Effect {
 }
 
 func (m *Machine) step(now time.Time, msg Msg) {
+	if msg.Fault == Permanent && msg.Err != nil && !errors.Is(msg.Err, ErrRedis) {
+		msg.Err = fmt.Errorf("%w: %w", ErrRedis, msg.Err)
+	}
 	switch msg.Kind {
 	case MsgEnqueue:
 		m.enqueue(now, msg.Req)
@@ -222,12 +287,8 @@ func (m *Machine) step(now time.Time, msg Msg) {
 		m.release(now, msg.ID)
 	case MsgShutdown:
 		m.close(now, msg.Err)
-	case MsgAcquireReply:
-		m.acquireReply(now, msg)
-	case MsgReleaseReply:
-		m.releaseReply(now, msg)
-	case MsgHandoffReply:
-		m.handoffReply(now, msg)
+	case MsgReply:
+		m.reply(now, msg)
 	case MsgRenewReply:
 		m.renewReply(now, msg)
 	case MsgTimer:
@@ -285,6 +346,12 @@ func (m *Machine) cancelTimer(kind TimerKind, id uint64) {
 
 func (m *Machine) id() uint64 { m.nextID++; return m.nextID }
 
+// call emits a script call answered with op; field is the owner field it
+// may grant, if any.
+func (m *Machine) call(op uint64, c scripts.Call, field string) {
+	m.emit(Effect{Kind: EffCall, Op: op, Call: c, Field: field})
+}
+
 // --- requests ---
 
 func (m *Machine) enqueue(now time.Time, req Request) {
@@ -294,12 +361,25 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 		m.finish(r, m.shutdown)
 		return
 	}
+	if k := kindOf(&req); k != m.kind {
+		if len(m.reqs) > 1 || len(m.owners) > 0 || m.att.req != nil {
+			// Busy as another kind, which Redis would refuse too.
+			m.finish(r, ErrWrongKind)
+			return
+		}
+		m.kind = k
+	}
 	if req.Wait > 0 {
 		m.schedule(TimerWait, uint64(req.ID), now.Add(req.Wait))
 	}
 	if o := m.ownerOf(req.Field); o != nil && !o.undo {
 		o.waiting = append(o.waiting, r)
 		m.nextOp(now, o)
+		return
+	}
+	if m.kind.Jump != nil && m.kind.Jump(&r.Request, m.holds) {
+		m.queue = append([]*request{r}, m.queue...)
+		m.wake(now)
 		return
 	}
 	m.queue = append(m.queue, r)
@@ -309,7 +389,7 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 func (m *Machine) end(now time.Time, r *request, err error) {
 	switch r.state {
 	case statePending:
-		if o := m.ownerOf(r.Field); r == m.attemptReq || (o != nil && o.opReq == r) {
+		if o := m.ownerOf(r.Field); r == m.att.req || r.placeOp != 0 || (o != nil && o.op.req == r) {
 			// The outcome of its acquire is in flight; decide when it lands.
 			r.ending, r.endErr = true, err
 			return
@@ -356,6 +436,7 @@ func (m *Machine) finish(r *request, err error) {
 	if r.Wait > 0 {
 		m.cancelTimer(TimerWait, uint64(r.ID))
 	}
+	m.unqueue(r)
 	if r.releaseAsked {
 		var rerr error
 		if r.state != statePending && err != ErrReleased {
@@ -393,14 +474,17 @@ func (m *Machine) removeWaiting(r *request) {
 // --- fresh acquisition: the head of the queue ---
 
 // kick starts an acquire attempt for the head of the queue when nothing stops
-// it, and keeps the channel subscription in step with the queue.
+// it, gives the other waiters their places in Redis (kinds that queue
+// there), and keeps the channel subscription in step with the queue.
 func (m *Machine) kick(now time.Time) {
+	m.tryHead(now)
+	m.placeAll(now)
+}
+
+func (m *Machine) tryHead(now time.Time) {
 	if len(m.queue) == 0 {
-		if m.attemptReq == nil {
-			if m.sub != subNone {
-				m.sub = subNone
-				m.emit(Effect{Kind: EffUnsubscribe})
-			}
+		if m.att.req == nil {
+			m.unsubscribe()
 			if m.blocked {
 				m.blocked = false
 				m.cancelTimer(TimerRetry, 0)
@@ -408,20 +492,55 @@ func (m *Machine) kick(now time.Time) {
 		}
 		return
 	}
-	if m.attemptReq != nil {
-		m.failTryOnce(false)
+	if m.att.req != nil {
+		m.failTryOnceBehind()
 		return
 	}
-	if len(m.owners) > 0 || m.blocked {
+	r := m.queue[0]
+	// A head whose place call is in flight waits for it: a request has one
+	// call in flight at a time.
+	if m.blocked || r.placeOp != 0 || !m.mayAttempt(r) {
 		// Held here or elsewhere: a try-once request cannot be granted now.
 		m.failTryOnce(true)
 		return
 	}
-	r := m.queue[0]
-	m.attemptReq, m.attemptSent, m.attemptWoke, m.attemptHandoff = r, now, false, false
-	m.attemptOp = m.id()
-	m.emit(Effect{Kind: EffAcquire, Op: m.attemptOp, Field: r.Field, Lease: r.Lease})
-	m.failTryOnce(false)
+	m.att = attempt{op: m.id(), req: r, sent: now}
+	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field)
+	m.failTryOnceBehind()
+}
+
+// failTryOnceBehind ends the try-once requests queued behind the attempt in
+// flight when the kind is exclusive (no MayAttempt): none of them could be
+// granted beside it. A kind that lets local requests hold together (readers)
+// lets them wait for their own turn to try.
+func (m *Machine) failTryOnceBehind() {
+	if m.kind.MayAttempt == nil {
+		m.failTryOnce(false)
+	}
+}
+
+// mayAttempt applies the kind's policy to the head request r. Whatever the
+// kind, r waits while an owner of its own field has an op in Redis (an undo
+// of a grant that may have happened): a fresh attempt could cross it.
+func (m *Machine) mayAttempt(r *request) bool {
+	for _, o := range m.owners {
+		if o.field == r.Field {
+			return false
+		}
+	}
+	if m.kind.MayAttempt == nil {
+		return len(m.owners) == 0
+	}
+	return m.kind.MayAttempt(&r.Request, m.holds)
+}
+
+// holds yields this client's holds on the name, for Kind.MayAttempt.
+func (m *Machine) holds(yield func(Hold) bool) {
+	for _, o := range m.owners {
+		if !yield(Hold{Field: o.field, Mode: o.mode, Count: o.count}) {
+			return
+		}
+	}
 }
 
 // failTryOnce ends the try-once requests that would have to wait: all of them
@@ -430,7 +549,7 @@ func (m *Machine) failTryOnce(all bool) {
 	keep := m.queue[:0]
 	var failed []*request
 	for _, r := range m.queue {
-		if r.tryOnce && (all || r != m.attemptReq) && !r.ambiguous {
+		if r.tryOnce && (all || r != m.att.req) && !r.ambiguous {
 			failed = append(failed, r)
 			continue
 		}
@@ -445,27 +564,76 @@ func (m *Machine) failTryOnce(all bool) {
 	}
 }
 
-func (m *Machine) acquireReply(now time.Time, msg Msg) {
-	if msg.Op == m.attemptOp && m.attemptReq != nil {
-		m.attemptReply(now, msg)
-		return
+// reply routes the reply of a script call to the op that made it, decoding
+// it with the kind's decoder for that op. A reply that does not decode
+// counts as a transient failure.
+func (m *Machine) reply(now time.Time, msg Msg) {
+	var unsynced error
+	if msg.Fault == Unsynced {
+		unsynced, msg.Fault, msg.Err = msg.Err, NoFault, nil
 	}
 	for _, o := range m.owners {
-		if o.op == opAcquire && o.opID == msg.Op {
-			m.reentryReply(now, o, msg)
+		if o.op.id != msg.Op || o.op.kind == opNone {
+			continue
+		}
+		switch o.op.kind {
+		case opAcquire:
+			var res AcquireResult
+			res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+			m.reentryReply(now, o, msg, res)
+		case opRelease:
+			var left int64
+			left, msg.Fault, msg.Err = decode(m.kind.DecodeRelease, msg)
+			m.releaseReply(now, o, msg, left)
+		case opHandoff:
+			m.handoffReply(now, o, msg)
+		}
+		return
+	}
+	if msg.Op == m.att.op && m.att.req != nil {
+		var res AcquireResult
+		res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+		if r := m.att.req; unsynced != nil && msg.Fault == NoFault && res.Code == Granted && !r.ending {
+			// Too few replicas have the grant: a failover could give the
+			// name to another owner. The request ends, and the grant is
+			// undone like one that came too late.
+			r.ending, r.endErr = true, fmt.Errorf("holdfast: acquire: %w", unsynced)
+		}
+		m.attemptReply(now, msg, res)
+		return
+	}
+	for _, r := range m.queue {
+		if r.placeOp == msg.Op {
+			var res AcquireResult
+			res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+			m.placeReply(now, r, msg, res)
 			return
 		}
 	}
 }
 
-func (m *Machine) attemptReply(now time.Time, msg Msg) {
-	r, sent, woke, handoff := m.attemptReq, m.attemptSent, m.attemptWoke, m.attemptHandoff
-	m.attemptReq, m.attemptHandoff = nil, false
+// decode applies a kind's decoder to a successful reply.
+func decode[T any](fn func([]int64) (T, error), msg Msg) (T, Fault, error) {
+	var zero T
+	if msg.Fault != NoFault {
+		return zero, msg.Fault, msg.Err
+	}
+	v, err := fn(msg.Reply)
+	if err != nil {
+		return zero, Transient, err
+	}
+	return v, NoFault, nil
+}
+
+func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
+	r, sent, woke, handoff := m.att.req, m.att.sent, m.att.woke, m.att.handoff
+	m.att = attempt{op: m.att.op}
 	switch msg.Fault {
 	case Ambiguous, Transient:
 		if msg.Fault == Ambiguous {
 			r.ambiguous = true
 		}
+		m.attemptErr = msg.Err
 		if r.ending {
 			if r.ambiguous {
 				m.undo(now, r.Field, 1, sent.Add(r.Lease))
@@ -478,15 +646,17 @@ func (m *Machine) attemptReply(now time.Time, msg Msg) {
 		return
 	case Permanent:
 		m.removeWaiting(r)
-		m.finish(r, fmt.Errorf("holdfast: acquire: %w", msg.Err))
+		m.finish(r, msg.Err)
 		return
 	}
 	m.backoff = m.cfg.Backoff
-	res := msg.Acquire
+	m.attemptErr = nil
 	switch res.Code {
-	case scripts.AcquireGranted:
+	case Granted:
 		m.removeWaiting(r)
+		m.unqueue(r)
 		o := m.newOwner(r.Field, res.Count, res.Token)
+		o.mode = r.Mode
 		deadline := Validity(sent, r.Lease)
 		if r.ending || !deadline.After(now.Add(m.cfg.Slack)) {
 			// Granted to a request that gave up, or too late to be of use.
@@ -516,30 +686,39 @@ func (m *Machine) attemptReply(now time.Time, msg Msg) {
 		}
 		m.queue = keep
 		m.nextOp(now, o)
-	case scripts.AcquireHeld:
-		r.ambiguous = false
+	case Held:
+		// A kind that queues waiters in Redis left a place for r there,
+		// unless r only tried once.
+		r.ambiguous = m.kind.KeepAlive != nil && !r.tryOnce
 		if r.ending || r.tryOnce {
 			err := r.endErr
 			if !r.ending {
 				err = ErrWaitTimeout
 			}
+			if r.ambiguous {
+				m.undo(now, r.Field, 1, now.Add(m.cfg.WaiterTimeout))
+			}
 			m.removeWaiting(r)
 			m.finish(r, err)
+		} else if r.ambiguous {
+			m.setPlaced(now, r)
 		}
 		if woke {
 			// A release was announced while the attempt was in flight: it may
 			// have come after the script ran. Try again at once.
 			return
 		}
-		if m.sub == subNone && len(m.queue) > 0 {
-			m.sub = subPending
-			m.emit(Effect{Kind: EffSubscribe})
+		if len(m.queue) > 0 {
+			m.subscribe(m.queue[0])
 		}
 		sleep := res.PTTL
 		if sleep <= 0 {
 			sleep = m.cfg.NoTTLRetry
 		}
 		m.blockFor(now, sleep)
+	case Refused:
+		m.removeWaiting(r)
+		m.finish(r, res.Err)
 	default:
 		// The owner's count in Redis is not zero though this client holds
 		// nothing under it: another process writes with the same ClientID.
@@ -561,12 +740,30 @@ func (m *Machine) blockFor(now time.Time, d time.Duration) {
 }
 
 func (m *Machine) wake(now time.Time) {
-	if m.attemptReq != nil {
-		m.attemptWoke = true
+	if m.att.req != nil {
+		m.att.woke = true
 		return
 	}
 	if m.blocked {
 		m.blocked = false
 		m.cancelTimer(TimerRetry, 0)
+	}
+}
+
+// subscribe starts interest in the kind's channel for the waiters of r's
+// client, unless already subscribed.
+func (m *Machine) subscribe(r *request) {
+	if m.sub != subNone {
+		return
+	}
+	clientID, _, _ := strings.Cut(r.Field, ":")
+	m.sub, m.channel = subPending, m.kind.Channel(m.env.Name, clientID)
+	m.emit(Effect{Kind: EffSubscribe, Channel: m.channel})
+}
+
+func (m *Machine) unsubscribe() {
+	if m.sub != subNone {
+		m.sub = subNone
+		m.emit(Effect{Kind: EffUnsubscribe, Channel: m.channel})
 	}
 }

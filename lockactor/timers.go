@@ -1,13 +1,22 @@
 package lockactor
 
 import (
+	"fmt"
 	"slices"
 	"time"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // Renewal, timers and shutdown.
 
 func (m *Machine) renewReply(now time.Time, msg Msg) {
+	for _, r := range m.queue {
+		if r.keepOp == msg.Op {
+			m.keepAliveReply(now, r, msg)
+			return
+		}
+	}
 	o := m.ownerGen(msg.Op)
 	if o == nil {
 		return
@@ -17,25 +26,19 @@ func (m *Machine) renewReply(now time.Time, msg Msg) {
 		return
 	}
 	switch {
-	case msg.Fault == Permanent || (msg.Fault == NoFault && !msg.Renewed):
+	case msg.Fault == Permanent:
+		m.ownerLost(now, o, msg.Err)
+	case msg.Fault == NoFault && !msg.Renewed:
 		m.ownerLost(now, o, ErrNotOwner)
 	case msg.Fault != NoFault:
+		o.renewErr = msg.Err
 		// Try again soon; the deadline timer ends the hold if none succeeds.
 		if retry := now.Add(m.cfg.Backoff); retry.Before(o.renewNext) {
 			m.schedule(TimerRenew, o.gen, retry)
 		}
 	default:
-		if d := Validity(msg.Sent, o.lease); d.After(o.deadline) {
-			o.deadline = d
-			m.schedule(TimerDeadline, o.gen, d.Add(-m.cfg.Slack))
-			for _, h := range o.held {
-				if h.granted {
-					if h.granted {
-						m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
-					}
-				}
-			}
-		}
+		o.renewErr = nil
+		m.extendDeadline(o, Validity(msg.Sent, o.lease))
 	}
 }
 
@@ -45,7 +48,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 	switch k.Kind {
 	case TimerWait:
 		if r := m.req(ReqID(k.ID)); r != nil && r.state == statePending {
-			m.end(now, r, ErrWaitTimeout)
+			m.end(now, r, withLast(ErrWaitTimeout, "last error", m.attemptErr))
 		}
 	case TimerRetry:
 		m.blocked = false
@@ -62,7 +65,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 		m.schedule(TimerRenew, o.gen, o.renewNext)
 		if !o.renewInFlight {
 			o.renewInFlight = true
-			m.emit(Effect{Kind: EffRenew, Op: o.gen, Field: o.field, Lease: o.lease})
+			m.emit(Effect{Kind: EffRenew, Op: o.gen, Script: m.kind.Renew, Key: scripts.LockKey(m.env.Name), Field: o.field, Lease: o.lease})
 		}
 	case TimerDeadline:
 		o := m.ownerGen(k.ID)
@@ -74,31 +77,34 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 		}
 		// The hold may still be live in Redis for Slack+drift, but no renewal
 		// confirmed it: it is lost now, before anyone else can be granted it.
+		err := withLast(ErrLeaseExpired, "last renewal error", o.renewErr)
 		for _, h := range o.held {
-			m.answerRelease(h, ErrLeaseExpired)
+			m.answerRelease(h, err)
 		}
-		if o.op != opNone {
+		if o.op.kind != opNone {
 			// Let the op's reply be dropped: the owner is gone.
-			o.opID = 0
+			o.op.id = 0
 		}
-		m.ownerLost(now, o, ErrLeaseExpired)
+		m.ownerLost(now, o, err)
 	case TimerOpRetry:
 		o := m.ownerGen(k.ID)
-		if o == nil || o.op == opNone {
+		if o == nil || o.op.kind == opNone {
 			return
 		}
-		if o.op == opAcquire && o.opReq != nil && !o.opUnsure && o.opReq.ending {
+		if o.op.kind == opAcquire && o.op.req != nil && !o.op.unsure && o.op.req.ending {
 			// A transient failure for a request that has given up: drop it.
-			r := o.opReq
-			o.op, o.opReq = opNone, nil
+			r := o.op.req
+			o.op.kind, o.op.req = opNone, nil
 			m.finish(r, r.endErr)
 			m.nextOp(now, o)
 			return
 		}
-		if o.op == opAcquire {
-			o.opSent = now
+		if o.op.kind == opAcquire {
+			o.op.sent = now
 		}
 		m.repeatOp(o)
+	case TimerKeepAlive:
+		m.keepAlive(now)
 	}
 }
 
@@ -114,8 +120,8 @@ func (m *Machine) close(now time.Time, err error) {
 	}
 	// In the order of creation, so that a run is reproducible.
 	for _, o := range slices.Clone(m.owners) {
-		if o.opReq != nil && o.opReq.state == statePending {
-			o.opReq.ending, o.opReq.endErr = true, err
+		if o.op.req != nil && o.op.req.state == statePending {
+			o.op.req.ending, o.op.req.endErr = true, err
 		}
 		for _, h := range o.held {
 			if h.state == stateHeld {
@@ -125,4 +131,12 @@ func (m *Machine) close(now time.Time, err error) {
 		m.stopRenewal(o)
 		m.nextOp(now, o)
 	}
+}
+
+// withLast returns cause, wrapping last (the Redis error behind it) if any.
+func withLast(cause error, what string, last error) error {
+	if last == nil {
+		return cause
+	}
+	return fmt.Errorf("%w: %s: %w", cause, what, last)
 }

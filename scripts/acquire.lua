@@ -2,6 +2,7 @@
 --
 -- KEYS[1]  lock hash      holdfast:{NAME}        field OWNER -> reentry count
 -- KEYS[2]  fence counter  holdfast:{NAME}:fence  INCR on every fresh grant, never expires
+-- KEYS[3]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
 -- ARGV[1]  owner field    CLIENTID:OWNER
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds before this grant (0 = fresh)
@@ -11,6 +12,8 @@
 --   {0, pttl}          held by another owner; pttl bounds the caller's sleep
 --   {-1, count}        the owner's count in Redis is not what the caller believes
 --                      (for expected > 0 and count 0: the hold is gone)
+--   {-2}               the name is in use as another kind of lock (its hash has a
+--                      "kind" field, or fair waiters are queued): nothing changed
 --
 -- The call is idempotent: a retry of an attempt that already ran (count is
 -- expected + 1) answers the same grant again, so a caller that saw a timeout can
@@ -29,6 +32,10 @@ if count == expected + 1 then
 end
 if count ~= expected then
   return {-1, count}
+end
+-- kind: only a fresh grant checks; a name held or queued as another kind refuses it.
+if count == 0 and (redis.call('hexists', KEYS[1], 'kind') == 1 or redis.call('exists', KEYS[3]) == 1) then
+  return {-2}
 end
 if count == 0 and redis.call('exists', KEYS[1]) == 1 then
   return {0, redis.call('pttl', KEYS[1])}

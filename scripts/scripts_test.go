@@ -59,7 +59,7 @@ func TestScriptsOnRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	lock, fence, ch := scripts.LockKey("s"), scripts.FenceKey("s"), scripts.Channel("s")
-	keys := []string{lock, fence}
+	keys := []string{lock, fence, scripts.FairQueueKey("s")}
 	steps := []struct {
 		desc string
 		src  string
@@ -113,7 +113,7 @@ func TestScriptsOnRealRedis(t *testing.T) {
 func TestShorterReentryLeaseDoesNotCutTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	keys := []string{scripts.LockKey("t"), scripts.FenceKey("t")}
+	keys := []string{scripts.LockKey("t"), scripts.FenceKey("t"), scripts.FairQueueKey("t")}
 	run(t, c, scripts.Acquire, keys, "c:a", "60000", "0")
 	run(t, c, scripts.Acquire, keys, "c:a", "1000", "1")
 	if pttl, _ := srv.Do(t, "PTTL", keys[0]).AsInt64(); pttl < 50000 {
@@ -126,7 +126,7 @@ func TestWrongTypeAbortsBeforeWriting(t *testing.T) {
 	c := srv.Client(t)
 	srv.Do(t, "SET", scripts.LockKey("w"), "x")
 	res := rueidis.NewLuaScript(scripts.Acquire).Exec(context.Background(), c,
-		[]string{scripts.LockKey("w"), scripts.FenceKey("w")}, []string{"c:a", "1000", "0"})
+		[]string{scripts.LockKey("w"), scripts.FenceKey("w"), scripts.FairQueueKey("w")}, []string{"c:a", "1000", "0"})
 	if err := res.Error(); err == nil {
 		t.Fatal("acquire on a string key succeeded")
 	}

@@ -11,18 +11,25 @@ import "time"
 // its places lapse after WaiterTimeout. A request that gives up releases
 // its place (it is marked ambiguous, so ending it undoes).
 
-// placeAll sends a place call for each waiter that has none yet.
+// placeAll sends the place call of the first waiter without a place, once
+// every waiter ahead of it has its place: one call at a time, so that the
+// waiters of this client reach Redis's queue in their local order (calls in
+// flight together may run in any order).
 func (m *Machine) placeAll(now time.Time) {
 	if m.kind.KeepAlive == nil || m.shutdown != nil {
 		return
 	}
 	for _, r := range m.queue {
-		if r.placed || r.placeOp != 0 || r.placeFailed || r.tryOnce || r.ending || r == m.att.req {
+		switch {
+		case r.placed || r.tryOnce || r.ending:
 			continue
+		case r == m.att.req || r.placeOp != 0 || r.placeFailed:
+			return // its place is on its way, or waits for the next tick
 		}
 		r.placeOp = m.id()
 		r.ambiguous = true // from now on a place may exist for r
 		m.call(r.placeOp, m.kind.Place(m.env, &r.Request), "")
+		return
 	}
 }
 

@@ -65,6 +65,7 @@ type scenario struct {
 var scenarios = []scenario{
 	{"uncontended", runUncontended},
 	{"hotlock", runHotlock},
+	{"fairlock", runFairlock},
 	{"waiting", runWaiting},
 	{"renewal", runRenewal},
 	{"ceiling", runCeiling},

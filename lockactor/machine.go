@@ -203,7 +203,11 @@ type Machine struct {
 	streak      int
 	streakStart time.Time
 
-	blocked  bool // the lock is held elsewhere; wait for a wake-up or the retry timer
+	blocked bool // the lock is held elsewhere; wait for a wake-up or the retry timer
+	// unheard: a wake-up came and the head has not tried since (it may not
+	// be allowed to yet): nothing may put the queue back to sleep before
+	// it does.
+	unheard  bool
 	backoff  time.Duration
 	sub      subState
 	channel  string // the channel subscribed to, while sub != subNone
@@ -490,6 +494,7 @@ func (m *Machine) tryHead(now time.Time) {
 		return
 	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
+	m.unheard = false
 	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field)
 	m.failTryOnce(false)
 }
@@ -704,6 +709,7 @@ func (m *Machine) wake(now time.Time) {
 		m.blocked = false
 		m.cancelTimer(TimerRetry, 0)
 	}
+	m.unheard = true
 }
 
 // subscribe starts interest in the kind's channel for the waiters of r's

@@ -55,6 +55,18 @@ func (m *Machine) placeReply(now time.Time, r *request, msg Msg, res AcquireResu
 		m.finish(r, res.Err)
 	case res.Code == Held:
 		m.setPlaced(now, r)
+		if m.att.req == nil && !m.blocked && !m.unheard {
+			// Placed waiters wait for their grant's message (or the
+			// holder's TTL), not for the local holder's release: trying
+			// at that release would only find them queued. A message
+			// that came before this reply is not lost (unheard).
+			m.subscribe(r)
+			sleep := res.PTTL
+			if sleep <= 0 {
+				sleep = m.cfg.NoTTLRetry
+			}
+			m.blockFor(now, sleep)
+		}
 	default:
 		// A place call never takes the lock; anything else means the owner
 		// field is in use in Redis already: the head's attempt will tell.

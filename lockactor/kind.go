@@ -54,13 +54,14 @@ type Kind struct {
 	KeepAlive *scripts.Script
 	// KeepAliveKey is the key KeepAlive is called on for the lock name.
 	KeepAliveKey func(name string) string
-	// Place builds the call that gives r a place in the queue without
-	// taking the lock (required with KeepAlive); it replies as Acquire, Held
-	// once r has its place. Every local waiter takes its place when it
+	// Place builds the call that gives the requests rs (in their local
+	// order) places at the end of the queue without taking the lock
+	// (required with KeepAlive); it replies as Acquire, Held once they have
+	// their places. Every local waiter takes its place when it
 	// arrives, so that the queue in Redis holds the waiters of every client
 	// in the order they asked; the head of the local queue then confirms
 	// its grant with Acquire.
-	Place func(env Env, r *Request) scripts.Call
+	Place func(env Env, rs []*Request) scripts.Call
 
 	// Channel is the pub/sub channel whose messages wake this client's
 	// waiters of the name (clientID is the owner fields' prefix).

@@ -194,9 +194,9 @@ type Machine struct {
 
 	// The one acquire attempt in flight for the head of queue.
 	att attempt
-	// places counts the pending requests with a place in a queue kept by
-	// Redis (Kind.KeepAlive), which the keep-alive timer renews.
-	places int
+	// keepAliveArmed: the keep-alive timer of the places in a queue kept
+	// by Redis (Kind.KeepAlive) is set.
+	keepAliveArmed bool
 
 	// streak counts the handoffs since the lock was last granted fresh from
 	// Redis, at streakStart.
@@ -385,7 +385,7 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 		}
 		m.removeWaiting(r)
 		if r.ambiguous && r.owner == nil {
-			m.undo(now, r.Field, 1, now.Add(r.Lease))
+			m.undoFor(now, r, now.Add(r.Lease))
 		}
 		m.finish(r, err)
 	case stateHeld:
@@ -569,7 +569,7 @@ func (m *Machine) reply(now time.Time, msg Msg) {
 		if r.placeOp == msg.Op {
 			var res AcquireResult
 			res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
-			m.placeReply(now, r, msg, res)
+			m.placeReply(now, msg, res)
 			return
 		}
 	}
@@ -640,6 +640,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		keep := m.queue[:0]
 		for _, q := range m.queue {
 			if q.Field == o.field {
+				m.unqueue(q) // the owner's place, if any, was this grant's
 				o.waiting = append(o.waiting, q)
 				continue
 			}
@@ -657,7 +658,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 				err = ErrWaitTimeout
 			}
 			if r.ambiguous {
-				m.undo(now, r.Field, 1, now.Add(m.cfg.WaiterTimeout))
+				m.undoFor(now, r, now.Add(m.cfg.WaiterTimeout))
 			}
 			m.removeWaiting(r)
 			m.finish(r, err)

@@ -31,7 +31,7 @@ func TestFairLockHotLoop(t *testing.T) {
 	handoffs := 0
 	last := w.Now()
 	var worst time.Duration
-	for w.Now().Sub(sim.Start) < 10*time.Second {
+	for w.Now().Sub(sim.Start) < 2*time.Second {
 		w.Advance(time.Millisecond)
 		for _, s := range slots {
 			if acquired(s.l) {
@@ -46,7 +46,7 @@ func TestFairLockHotLoop(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d handoffs in 10s of virtual time, longest gap %v", handoffs, worst)
+	t.Logf("%d handoffs in 2s of virtual time, longest gap %v", handoffs, worst)
 	if worst > 100*time.Millisecond {
 		t.Fatalf("the lock stood still for %v", worst)
 	}

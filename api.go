@@ -15,9 +15,11 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/holdfast/holdfast/actor"
 	"github.com/holdfast/holdfast/internal/clientkit"
+	"github.com/holdfast/holdfast/internal/observe"
 	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/renewal"
@@ -34,7 +36,7 @@ type Config struct {
 	Clock clock.Clock
 	// WatchdogTimeout is the lease of a Lock without WithLease; the watchdog
 	// renews it every WatchdogTimeout/3 while the Lock is held. Default 30s;
-	// at least MinLease.
+	// at least MinLease, at most MaxLease.
 	WatchdogTimeout time.Duration
 	// Logger receives the library's logs, protoactor's included. Default:
 	// discard.
@@ -45,7 +47,8 @@ type Config struct {
 	ClientID string
 	// CallTimeout bounds each Redis call, on Clock. A call that times out
 	// may still have run; the runtime repeats it to learn the outcome.
-	// Default 5s.
+	// Default 5s. Durations here and in options may be as long as
+	// math.MaxInt64, which means "very long", never "at once".
 	CallTimeout time.Duration
 	// HandoffLimit and HandoffWindow bound local handoffs. When a Lock is
 	// released while another Lock of this Client waits for the same name,
@@ -57,6 +60,20 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// SyncReplicas, when positive, makes every script call (grants, renewals,
+	// releases, fair-queue keep-alives) WAIT for this many replicas to
+	// acknowledge it, the script and the WAIT sent together on one
+	// connection; Acquired closes only after the grant's acks. A fresh grant
+	// with too few acks within SyncTimeout is undone and its Lock ends with
+	// ErrReplicaSync; a renewal with too few acks counts as failed (the hold
+	// is Lost at its deadline if none syncs); other calls short of acks count
+	// as they are. It keeps a hold through a failover to an acknowledging
+	// replica; it also turns local handoff off. Default 0: no WAIT (a
+	// failover can lose a hold's key; the holder then learns it through
+	// Lost). See README "Deployments".
+	SyncReplicas int
+	// SyncTimeout bounds each WAIT of SyncReplicas. Default 1s.
+	SyncTimeout time.Duration
 	// WaiterTimeout bounds how long a dead process keeps its places in fair
 	// lock queues (FairLock): live waiters renew their places every
 	// WaiterTimeout/3, so a crashed process's waiters all leave within
@@ -64,6 +81,10 @@ type Config struct {
 	// WaiterTimeout passes to the next waiter. Default 5s; at least
 	// MinLease.
 	WaiterTimeout time.Duration
+	// MeterProvider receives the Client's metrics (see README, Metrics):
+	// acquisitions by outcome, wait and hold times, renewals, lost holds,
+	// held and waiting Locks, Redis call latency. Default: none recorded.
+	MeterProvider metric.MeterProvider
 }
 
 // DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
@@ -71,6 +92,7 @@ const DefaultWatchdogTimeout = 30 * time.Second
 
 const (
 	defaultCallTimeout = 5 * time.Second
+	defaultSyncTimeout = time.Second
 	// The wheel's tick bounds how late a timer fires; deadline timers are set
 	// one tick early so that Lost closes before the deadline.
 	wheelTick  = 10 * time.Millisecond
@@ -87,14 +109,18 @@ func (c *Config) Validate() error {
 
 func (c *Config) validateOptions() error {
 	switch {
-	case c.WatchdogTimeout != 0 && c.WatchdogTimeout < MinLease:
-		return fmt.Errorf("%w: WatchdogTimeout %v is shorter than %v", ErrInvalidOption, c.WatchdogTimeout, MinLease)
-	case c.WaiterTimeout != 0 && c.WaiterTimeout < MinLease:
-		return fmt.Errorf("%w: WaiterTimeout %v is shorter than %v", ErrInvalidOption, c.WaiterTimeout, MinLease)
+	case c.WatchdogTimeout != 0 && checkLease("WatchdogTimeout", c.WatchdogTimeout) != nil:
+		return checkLease("WatchdogTimeout", c.WatchdogTimeout)
+	case c.WaiterTimeout != 0 && checkLease("WaiterTimeout", c.WaiterTimeout) != nil:
+		return checkLease("WaiterTimeout", c.WaiterTimeout)
 	case c.CallTimeout < 0:
 		return fmt.Errorf("%w: negative CallTimeout", ErrInvalidOption)
 	case c.HandoffWindow < 0:
 		return fmt.Errorf("%w: negative HandoffWindow", ErrInvalidOption)
+	case c.SyncReplicas < 0:
+		return fmt.Errorf("%w: negative SyncReplicas", ErrInvalidOption)
+	case c.SyncTimeout < 0:
+		return fmt.Errorf("%w: negative SyncTimeout", ErrInvalidOption)
 	case strings.Contains(c.ClientID, ":"):
 		return fmt.Errorf("%w: ClientID %q contains ':'", ErrInvalidOption, c.ClientID)
 	}
@@ -122,6 +148,13 @@ func (c *Config) setDefaults() {
 	if c.WaiterTimeout == 0 {
 		c.WaiterTimeout = DefaultWaiterTimeout
 	}
+	if c.SyncTimeout == 0 {
+		c.SyncTimeout = defaultSyncTimeout
+	}
+	if c.SyncReplicas > 0 {
+		// A handoff's grant is not synced (actor.Synced).
+		c.HandoffLimit = -1
+	}
 }
 
 // DefaultWaiterTimeout is Config.WaiterTimeout's default.
@@ -139,6 +172,7 @@ func (c *Config) machine() lockactor.Config {
 type Client struct {
 	cfg     Config
 	eng     clientkit.Engine
+	obs     *observe.Observer
 	closers []func() // run after the engine closes, in order
 	nextID  atomic.Uint64
 
@@ -152,14 +186,34 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	redis := actor.NewRueidis(cfg.Redis)
+	obs, err := observe.New(cfg.Logger, cfg.MeterProvider, cfg.Clock)
+	if err != nil {
+		return nil, err
+	}
+	rue := actor.NewRueidis(cfg.Redis)
+	var base actor.Redis = rue
+	if cfg.SyncReplicas > 0 {
+		base = actor.NewSynced(rue, cfg.SyncReplicas, cfg.SyncTimeout)
+	}
+	redis := obs.Redis(base)
+	renewExec := redis.Renew
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
-	renew := renewal.New(renewal.Config{
-		Clock: cfg.Clock,
-		After: func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
-		Exec:  redis.Renew,
-		Group: redis.Group(),
-	})
+	// Renewals still in flight when the Client closes are aborted, like
+	// every other script call.
+	renewCtx, cancelRenewals := context.WithCancel(context.Background())
+	rcfg := renewal.Config{
+		Clock:   cfg.Clock,
+		After:   func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
+		Exec:    renewExec,
+		Group:   redis.Group(),
+		Context: renewCtx,
+		Timeout: cfg.CallTimeout,
+	}
+	if cfg.SyncReplicas == 0 {
+		// Without WAIT, the calls of many slots share per-node pipelines.
+		rcfg.ExecMulti = rue.RenewMulti
+	}
+	renew := renewal.New(rcfg)
 	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
 	sys := actor.New(actor.Config{
 		Redis:       redis,
@@ -172,7 +226,7 @@ func New(cfg Config) (*Client, error) {
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, eng: sys, closers: []func(){renew.Close, subs.Close, wheel.Stop}}, nil
+	return &Client{cfg: cfg, eng: sys, obs: obs, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {
@@ -186,12 +240,27 @@ func init() {
 			return nil, err
 		}
 		c.setDefaults()
-		return &Client{cfg: c, eng: e, closers: closers}, nil
+		obs, err := observe.New(c.Logger, c.MeterProvider, c.Clock)
+		if err != nil {
+			return nil, err
+		}
+		return &Client{cfg: c, eng: e, obs: obs, closers: closers}, nil
 	}
 }
 
 // ClientID returns the prefix of this Client's owner fields.
-func (c *Client) ClientID() string { return c.cfg.ClientID }
+func (c *Client) ClientID() string {
+	if c == nil {
+		return ""
+	}
+	return c.cfg.ClientID
+}
+
+// errNoClient is the answer of every method of a Client not made by New.
+var errNoClient = fmt.Errorf("%w: Client not made by holdfast.New", ErrInvalidOption)
+
+// usable reports whether c was made by New (or NewClient of clientkit).
+func (c *Client) usable() bool { return c != nil && c.eng != nil }
 
 // Close ends every pending Lock with ErrClosed, releases every held one (one
 // try each: a hold whose release fails runs out with its lease), waits for
@@ -199,6 +268,9 @@ func (c *Client) ClientID() string { return c.cfg.ClientID }
 // report ErrClosed. Close is idempotent; Lock after Close returns a Lock that
 // is already over with ErrClosed.
 func (c *Client) Close() error {
+	if !c.usable() {
+		return errNoClient
+	}
 	c.closeOnce.Do(func() {
 		c.closeErr = c.eng.Close(context.Background())
 		for _, fn := range c.closers {
@@ -232,6 +304,10 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	for _, opt := range opts {
 		opt(&o)
 	}
+	if !c.usable() {
+		l.end(errNoClient)
+		return l
+	}
 	if err := c.check(ctx, name, o); err != nil {
 		l.end(err)
 		return l
@@ -253,9 +329,13 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
+	if kind.HoldField != nil {
+		req.Field = kind.HoldField(req.Field, mode)
+	}
+	c.obs.Start(&l.obs, name, req.Field)
 	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {
-		l.end(err)
+		handle{l}.Lost(err)
 		return l
 	}
 	l.ref = ref
@@ -278,7 +358,7 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 
 func (c *Client) check(ctx context.Context, name string, o lockOptions) error {
 	if ctx == nil {
-		return fmt.Errorf("%w: nil context", ErrInvalidOption)
+		return errNilContext
 	}
 	if err := scripts.ValidateName(name); err != nil {
 		return err
@@ -294,10 +374,17 @@ func (c *Client) check(ctx context.Context, name string, o lockOptions) error {
 
 // Actors reports how many lock actors the Client runs now: one per lock name
 // with a pending or held Lock, or with Redis work in flight. Idle actors stop.
-func (c *Client) Actors() int { return c.eng.Actors() }
+func (c *Client) Actors() int {
+	if !c.usable() {
+		return 0
+	}
+	return c.eng.Actors()
+}
 
 // Lock is one Lock call: pending, then held, then over. Its channels are the
-// way to follow it; its methods are safe for concurrent use.
+// way to follow it; its methods are safe for concurrent use. Get one from
+// Client.Lock: the methods of a zero or nil Lock never panic, Wait and
+// Release answer ErrInvalidOption and Err says the same.
 type Lock struct {
 	// Acquired is closed once the lock is held. It is never closed if the
 	// Lock ends before being granted. Its closer is the lock's actor.
@@ -314,6 +401,7 @@ type Lock struct {
 	ref      lockactor.Ref
 	token    atomic.Uint64
 	deadline atomic.Int64 // UnixNano
+	obs      observe.Hold // touched by Lock, then by the actor only
 
 	mu          sync.Mutex // guards the fields below
 	err         error
@@ -321,6 +409,7 @@ type Lock struct {
 	relAnswered bool
 	over        bool
 	stop        func() bool // stops the context watcher
+	tokens      []uint64    // a LockAll's tokens, set before Acquired closes
 }
 
 func newLock(name string) *Lock {
@@ -333,12 +422,29 @@ func newLock(name string) *Lock {
 	return l
 }
 
+// errNoLock is the answer of a Lock not made by Client.Lock.
+var errNoLock = fmt.Errorf("%w: Lock not made by Client.Lock", ErrInvalidOption)
+
+// usable reports whether l was made by newLock.
+func (l *Lock) usable() bool { return l != nil && l.lost != nil }
+
+// errNilContext answers a blocking call given a nil context.
+var errNilContext = fmt.Errorf("%w: nil context", ErrInvalidOption)
+
 // Name returns the lock name.
-func (l *Lock) Name() string { return l.name }
+func (l *Lock) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Err returns nil while the Lock is pending or held, and the cause once Lost
 // is closed.
 func (l *Lock) Err() error {
+	if !l.usable() {
+		return errNoLock
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
@@ -348,13 +454,33 @@ func (l *Lock) Err() error {
 // closed: it increases with every grant of the lock, and nested Locks of one
 // owner share their outer hold's token. Give it to the resource you protect
 // and have it reject tokens lower than the highest it has seen.
-func (l *Lock) Token() uint64 { return l.token.Load() }
+func (l *Lock) Token() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.token.Load()
+}
+
+// Tokens returns the fencing tokens of this hold, valid once Acquired is
+// closed: for a LockAll, one per target in the order given; for every other
+// Lock, {Token()}.
+func (l *Lock) Tokens() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tokens != nil {
+		return append([]uint64(nil), l.tokens...)
+	}
+	return []uint64{l.Token()}
+}
 
 // Deadline returns the current conservative validity deadline of the hold,
 // in the Client's clock: the lease counted from before the request that set
 // it was sent, less the drift allowance. The watchdog moves it forward. Zero
 // before Acquired.
 func (l *Lock) Deadline() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
 	ns := l.deadline.Load()
 	if ns == 0 {
 		return time.Time{}
@@ -363,8 +489,14 @@ func (l *Lock) Deadline() time.Time {
 }
 
 // Wait blocks until the lock is held (nil), the Lock is over (Err()), or ctx
-// ends (ctx.Err(); the Lock goes on).
+// ends (ctx.Err(); the Lock goes on). A nil ctx is ErrInvalidOption.
 func (l *Lock) Wait(ctx context.Context) error {
+	switch {
+	case !l.usable():
+		return errNoLock
+	case ctx == nil:
+		return errNilContext
+	}
 	if d, ok := l.ref.(lockactor.Driver); ok {
 		d.Drive(ctx, l.acquired, l.lost)
 	}
@@ -386,8 +518,15 @@ func (l *Lock) Wait(ctx context.Context) error {
 // confirmed it (nil) or ctx ended (ctx.Err(); the release goes on in the
 // background). It is safe to call twice: a Release after the Lock is over
 // returns ErrNotHeld (wrapping the cause it ended with) and changes nothing.
-// A hold that Redis no longer shows returns ErrNotOwner.
+// A hold that Redis no longer shows returns ErrNotOwner. A nil ctx is
+// ErrInvalidOption, and releases nothing.
 func (l *Lock) Release(ctx context.Context) error {
+	switch {
+	case !l.usable():
+		return errNoLock
+	case ctx == nil:
+		return errNilContext
+	}
 	select {
 	case <-l.lost:
 		return l.notHeld()
@@ -438,6 +577,7 @@ func (l *Lock) end(err error) {
 type handle struct{ l *Lock }
 
 func (h handle) Acquired(token uint64, deadline time.Time) {
+	h.l.obs.Granted(token)
 	h.l.token.Store(token)
 	h.l.deadline.Store(deadline.UnixNano())
 	close(h.l.acquired)
@@ -451,4 +591,7 @@ func (h handle) ReleaseDone(err error) {
 	h.l.mu.Unlock()
 }
 
-func (h handle) Lost(err error) { h.l.end(err) }
+func (h handle) Lost(err error) {
+	h.l.obs.Ended(err)
+	h.l.end(err)
+}

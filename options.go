@@ -19,11 +19,11 @@ type lockOptions struct {
 // WithLease holds the lock for a fixed lease d with no watchdog (Redisson's
 // leaseTime): Lost closes with ErrLeaseExpired at the validity deadline,
 // sent + d - (d/100 + 2ms), unless Release came first. d must be at least
-// MinLease.
+// MinLease and at most MaxLease.
 func WithLease(d time.Duration) Option {
 	return func(o *lockOptions) {
-		if d < MinLease {
-			o.err = fmt.Errorf("%w: lease %v is shorter than %v", ErrInvalidOption, d, MinLease)
+		if err := checkLease("lease", d); err != nil {
+			o.err = err
 			return
 		}
 		o.lease = d
@@ -33,7 +33,8 @@ func WithLease(d time.Duration) Option {
 // WithWait gives up after d if the lock has not been granted (Redisson's
 // waitTime): Lost closes with ErrWaitTimeout. WithWait(0) tries once and gives
 // up at once if the lock is held. Without WithWait a Lock waits until it is
-// granted or its context ends.
+// granted or its context ends. A d too long to reach (up to math.MaxInt64)
+// waits for ever, like no WithWait.
 func WithWait(d time.Duration) Option {
 	return func(o *lockOptions) {
 		if d < 0 {
@@ -48,6 +49,23 @@ func WithWait(d time.Duration) Option {
 // Config.WatchdogTimeout: shorter leases leave too little of the lease once
 // drift and timer granularity are taken off.
 const MinLease = 50 * time.Millisecond
+
+// MaxLease is the longest lease accepted by WithLease and
+// Config.WatchdogTimeout. A lock that must outlive it wants the watchdog;
+// the bound keeps every deadline a representable time (Deadline counts
+// nanoseconds from 1970, which run out in 2262).
+const MaxLease = 365 * 24 * time.Hour
+
+// checkLease reports a lease outside [MinLease, MaxLease], naming it what.
+func checkLease(what string, d time.Duration) error {
+	switch {
+	case d < MinLease:
+		return fmt.Errorf("%w: %s %v is shorter than %v", ErrInvalidOption, what, d, MinLease)
+	case d > MaxLease:
+		return fmt.Errorf("%w: %s %v is longer than %v", ErrInvalidOption, what, d, MaxLease)
+	}
+	return nil
+}
 
 // maxOwnerLen bounds owner ids: the owner is part of every hash field.
 const maxOwnerLen = 256

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/scripts"
 )
 
@@ -33,13 +34,23 @@ type Rueidis struct {
 	lua    map[*scripts.Script]*rueidis.Lua
 }
 
-// NewRueidis returns the scripts bound to client.
+// NewRueidis returns the scripts bound to client. On a cluster it runs
+// their sharded variants, which SPUBLISH (waiters SSUBSCRIBE there, see
+// package pubsub).
 func NewRueidis(client rueidis.Client) *Rueidis {
 	r := &Rueidis{client: client, lua: make(map[*scripts.Script]*rueidis.Lua)}
 	for _, s := range scripts.All() {
-		r.lua[s] = rueidis.NewLuaScript(s.Src)
+		r.lua[s] = rueidis.NewLuaScript(r.source(s))
 	}
 	return r
+}
+
+// source is the Lua source r runs for s.
+func (r *Rueidis) source(s *scripts.Script) string {
+	if r.client.Mode() == rueidis.ClientModeCluster {
+		return scripts.Sharded(s.Src)
+	}
+	return s.Src
 }
 
 // Call implements Redis: the one place a script call meets rueidis.
@@ -91,10 +102,12 @@ func (r *Rueidis) Group() func(string) uint16 {
 
 // Classify implements Redis. A Redis error reply means the script was
 // refused before it wrote anything (every script's first write follows its
-// reads, and OOM/READONLY refuse the first write): WRONGTYPE will be refused
-// again; the rest (OOM, READONLY after failover, LOADING, BUSY, MASTERDOWN…)
-// may pass later. Anything else — timeouts, broken connections — may have
-// run.
+// reads, and OOM/READONLY refuse the first write). Replies that only a
+// change of configuration or data can fix — ACL denials, unknown commands,
+// WRONGTYPE, script errors, authentication — are Permanent: retrying them
+// would make a misconfiguration look like contention. The rest (OOM,
+// READONLY after failover, LOADING, BUSY, MASTERDOWN, TRYAGAIN…) may pass
+// later. Anything else — timeouts, broken connections — may have run.
 func (r *Rueidis) Classify(err error) lockactor.Fault {
 	return ClassifyRueidis(err)
 }
@@ -105,7 +118,7 @@ func ClassifyRueidis(err error) lockactor.Fault {
 		return lockactor.NoFault
 	}
 	if rerr, ok := rueidis.IsRedisErr(err); ok {
-		if strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+		if permanentReply(rerr.Error()) {
 			return lockactor.Permanent
 		}
 		return lockactor.Transient
@@ -116,23 +129,28 @@ func ClassifyRueidis(err error) lockactor.Fault {
 	return lockactor.Ambiguous
 }
 
-// Slot is the Redis Cluster slot of key (CRC16 of its hash tag, mod 16384).
-func Slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
+// permanentPrefixes start the error replies that the same call will get
+// again: the first word is the error code, and a script refused inside
+// Redis (an ACL denial of one of its commands, a runtime error) comes back
+// as ERR with the reason after it. rueidis may drop the "ERR " code, so it
+// is matched without it.
+var permanentPrefixes = []string{
+	"NOPERM", "NOAUTH", "WRONGPASS", "WRONGTYPE",
+	"unknown command", "unknown subcommand", "wrong number of arguments",
+	"The user executing the script can't run this command",
+	"Unknown Redis command called from script",
+	"user_script:", "Error running script", "Error compiling script",
 }
+
+func permanentReply(msg string) bool {
+	msg = strings.TrimPrefix(msg, "ERR ")
+	for _, p := range permanentPrefixes {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// Slot is the Redis Cluster slot of key (CRC16 of its hash tag, mod 16384).
+func Slot(key string) uint16 { return pubsub.Slot(key) }

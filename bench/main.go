@@ -66,10 +66,13 @@ var scenarios = []scenario{
 	{"uncontended", runUncontended},
 	{"hotlock", runHotlock},
 	{"fairlock", runFairlock},
+	{"rwlock", runRWLock},
 	{"waiting", runWaiting},
 	{"renewal", runRenewal},
 	{"ceiling", runCeiling},
 	{"timerwheel", runTimerwheel},
+	{"lockall", runLockAll},
+	{"redlock", runRedLock},
 }
 
 func main() {

@@ -1,6 +1,7 @@
 package lockactor
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -157,6 +158,9 @@ type owner struct {
 
 	renewNext     time.Time // next renewal on the absolute grid sent + k*lease/3
 	renewInFlight bool
+	// renewErr is the error of the last failed renewal, cleared by a
+	// success: a lease that runs out says what kept the watchdog from Redis.
+	renewErr error
 	// yield: the owner's final release leaves local waiters behind, who let
 	// other processes compete for the lock before trying again.
 	yield bool
@@ -207,11 +211,14 @@ type Machine struct {
 	// unheard: a wake-up came and the head has not tried since (it may not
 	// be allowed to yet): nothing may put the queue back to sleep before
 	// it does.
-	unheard  bool
-	backoff  time.Duration
-	sub      subState
-	channel  string // the channel subscribed to, while sub != subNone
-	shutdown error
+	unheard bool
+	backoff time.Duration
+	// attemptErr is the error of the last failed attempt, cleared by an
+	// answer: a wait that runs out says what kept it from Redis.
+	attemptErr error
+	sub        subState
+	channel    string // the channel subscribed to, while sub != subNone
+	shutdown   error
 
 	out []Effect
 }
@@ -270,6 +277,9 @@ func (m *Machine) StepInto(buf []Effect, now time.Time, msg Msg) []Effect {
 }
 
 func (m *Machine) step(now time.Time, msg Msg) {
+	if msg.Fault == Permanent && msg.Err != nil && !errors.Is(msg.Err, ErrRedis) {
+		msg.Err = fmt.Errorf("%w: %w", ErrRedis, msg.Err)
+	}
 	switch msg.Kind {
 	case MsgEnqueue:
 		m.enqueue(now, msg.Req)
@@ -369,6 +379,11 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 	if o := m.ownerOf(req.Field); o != nil && !o.undo {
 		o.waiting = append(o.waiting, r)
 		m.nextOp(now, o)
+		return
+	}
+	if m.kind.Jump != nil && m.kind.Jump(&r.Request, m.holds) {
+		m.queue = append([]*request{r}, m.queue...)
+		m.wake(now)
 		return
 	}
 	m.queue = append(m.queue, r)
@@ -482,7 +497,7 @@ func (m *Machine) tryHead(now time.Time) {
 		return
 	}
 	if m.att.req != nil {
-		m.failTryOnce(false)
+		m.failTryOnceBehind()
 		return
 	}
 	r := m.queue[0]
@@ -496,11 +511,28 @@ func (m *Machine) tryHead(now time.Time) {
 	m.att = attempt{op: m.id(), req: r, sent: now}
 	m.unheard = false
 	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field)
-	m.failTryOnce(false)
+	m.failTryOnceBehind()
 }
 
-// mayAttempt applies the kind's policy to the head request r.
+// failTryOnceBehind ends the try-once requests queued behind the attempt in
+// flight when the kind is exclusive (no MayAttempt): none of them could be
+// granted beside it. A kind that lets local requests hold together (readers)
+// lets them wait for their own turn to try.
+func (m *Machine) failTryOnceBehind() {
+	if m.kind.MayAttempt == nil {
+		m.failTryOnce(false)
+	}
+}
+
+// mayAttempt applies the kind's policy to the head request r. Whatever the
+// kind, r waits while an owner of its own field has an op in Redis (an undo
+// of a grant that may have happened): a fresh attempt could cross it.
 func (m *Machine) mayAttempt(r *request) bool {
+	for _, o := range m.owners {
+		if o.field == r.Field {
+			return false
+		}
+	}
 	if m.kind.MayAttempt == nil {
 		return len(m.owners) == 0
 	}
@@ -541,6 +573,10 @@ func (m *Machine) failTryOnce(all bool) {
 // it with the kind's decoder for that op. A reply that does not decode
 // counts as a transient failure.
 func (m *Machine) reply(now time.Time, msg Msg) {
+	var unsynced error
+	if msg.Fault == Unsynced {
+		unsynced, msg.Fault, msg.Err = msg.Err, NoFault, nil
+	}
 	for _, o := range m.owners {
 		if o.op.id != msg.Op || o.op.kind == opNone {
 			continue
@@ -562,6 +598,12 @@ func (m *Machine) reply(now time.Time, msg Msg) {
 	if msg.Op == m.att.op && m.att.req != nil {
 		var res AcquireResult
 		res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+		if r := m.att.req; unsynced != nil && msg.Fault == NoFault && res.Code == Granted && !r.ending {
+			// Too few replicas have the grant: a failover could give the
+			// name to another owner. The request ends, and the grant is
+			// undone like one that came too late.
+			r.ending, r.endErr = true, fmt.Errorf("holdfast: acquire: %w", unsynced)
+		}
 		m.attemptReply(now, msg, res)
 		return
 	}
@@ -596,6 +638,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		if msg.Fault == Ambiguous {
 			r.ambiguous = true
 		}
+		m.attemptErr = msg.Err
 		if r.ending {
 			if r.ambiguous {
 				m.undo(now, r.Field, 1, sent.Add(r.Lease))
@@ -608,10 +651,11 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		return
 	case Permanent:
 		m.removeWaiting(r)
-		m.finish(r, fmt.Errorf("holdfast: acquire: %w", msg.Err))
+		m.finish(r, msg.Err)
 		return
 	}
 	m.backoff = m.cfg.Backoff
+	m.attemptErr = nil
 	switch res.Code {
 	case Granted:
 		m.removeWaiting(r)

@@ -17,7 +17,7 @@ import "time"
 // reach Redis's queue in that order (calls in flight together may run in
 // any order) and a crowd takes its places in one round trip.
 func (m *Machine) placeAll(now time.Time) {
-	if m.kind.KeepAlive == nil || m.shutdown != nil {
+	if m.kind.Place == nil || m.shutdown != nil {
 		return
 	}
 	var batch []*Request

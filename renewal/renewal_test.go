@@ -164,6 +164,39 @@ func TestCloseFailsPending(t *testing.T) {
 	}
 }
 
+// A call that never answers fails with the deadline error once Timeout has
+// passed on the batcher's clock, so the watchdog can try again in time.
+func TestTimeoutBoundsEachCall(t *testing.T) {
+	clk := clock.NewMock()
+	var flush func()
+	started := make(chan struct{})
+	b := New(Config{
+		Clock: clk,
+		After: func(_ time.Duration, fn func()) { flush = fn },
+		Exec: func(ctx context.Context, _ *scripts.Script, keys, _ []string) ([]bool, error) {
+			close(started)
+			<-ctx.Done() // a dead connection: only the context ends the call
+			return nil, ctx.Err()
+		},
+		Timeout: 5 * time.Second,
+	})
+	defer b.Close()
+	got := make(chan error, 1)
+	b.Add(Item{Script: scripts.RenewScript, Key: "k", Field: "c:o", Lease: time.Second, Done: func(_ time.Time, _ bool, err error) { got <- err }})
+	flush()
+	<-started
+	clk.Add(4 * time.Second)
+	select {
+	case err := <-got:
+		t.Fatalf("call ended after 4s of a 5s timeout: %v", err)
+	default:
+	}
+	clk.Add(time.Second)
+	if err := <-got; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	}
+}
+
 // TestScriptsNeverShareABatch: holds and waiter places are renewed by
 // different scripts, so their items go in different calls even on one
 // standalone server.

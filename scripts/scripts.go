@@ -42,6 +42,8 @@ var (
 	Renew string
 	//go:embed handoff.lua
 	Handoff string
+	//go:embed fence_raise.lua
+	FenceRaise string
 
 	//go:embed fair_common.lua
 	fairCommon string
@@ -88,6 +90,8 @@ var (
 	ReleaseScript = NewScript("release", Release)
 	RenewScript   = NewScript("renew", Renew)
 	HandoffScript = NewScript("handoff", Handoff)
+	// FenceRaiseScript raises a name's fence counter to a floor (RedLock).
+	FenceRaiseScript = NewScript("fence_raise", FenceRaise)
 )
 
 // The scripts of the fair lock. Each is fair_common.lua followed by the
@@ -111,6 +115,16 @@ const (
 	ReleaseNotOwner = -1
 	ReleaseMismatch = -2
 )
+
+// Millis renders a lease as the scripts take it: whole milliseconds, at
+// least 1 (PEXPIRE refuses 0, and a lease below 1ms is never meant).
+func Millis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}
 
 // MaxNameLen is the longest lock name accepted, in bytes.
 const MaxNameLen = 1024
@@ -166,15 +180,6 @@ func NameOfChannel(ch string) (string, bool) {
 		return "", false
 	}
 	return rest[:i], true
-}
-
-// Millis renders d in whole milliseconds, at least 1, as scripts take leases.
-func Millis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }
 
 // Field is the hash field of an owner of a client.

@@ -10,6 +10,7 @@ import (
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/clientkit"
 	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // ClientConfig shapes one simulated Client.
@@ -142,7 +143,7 @@ func (r ref) Send(kind lockactor.MsgKind, err error) {
 	c.w.external(func() {
 		c.w.at(c.w.now, c, func() {
 			if m := c.machines[r.name]; m != nil && m.handles[r.id] != nil {
-				c.w.history = append(c.w.history, Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
+				c.w.record(Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
 					Client: c.id, Name: r.name, Field: m.fields[r.id], Generation: c.w.generation})
 			}
 			c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
@@ -255,7 +256,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 		// Renewals are not batched here: one call per renewal keeps the
 		// simulated schedule simple, and batching changes no outcome.
 		op, sent := e.Op, c.now()
-		w.send(c, e.Script.Src, []string{e.Key}, []string{e.Field, millis(e.Lease)},
+		w.send(c, e.Script.Src, []string{e.Key}, []string{e.Field, scripts.Millis(e.Lease)},
 			func(r Reply, f lockactor.Fault) {
 				renewed := f == lockactor.NoFault && len(r.Array) == 1 && r.Array[0].Int == 1
 				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Fault: f, Err: r.errOrNil()})
@@ -284,16 +285,16 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffUnsubscribe:
 		m.subscribed = false
 	case lockactor.EffAcquired:
-		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
 			GrantedAt: c.execAt, RanAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.Acquired(e.Token, e.At)
 		}
 	case lockactor.EffDeadline:
-		w.history = append(w.history, Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
-			RanAt: c.execAt, Generation: w.generation})
+			RanAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.SetDeadline(e.At)
 		}
@@ -302,7 +303,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 			h.ReleaseDone(e.Err)
 		}
 	case lockactor.EffLost:
-		w.history = append(w.history, Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Err: e.Err, Generation: w.generation})
 		if h := m.handles[e.ID]; h != nil {
 			delete(m.handles, e.ID)
@@ -354,12 +355,4 @@ func ints(r Reply) ([]int64, error) {
 		return vals, nil
 	}
 	return nil, fmt.Errorf("sim: script reply %v is not an integer or an array", r)
-}
-
-func millis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }

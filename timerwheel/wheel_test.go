@@ -1,6 +1,7 @@
 package timerwheel
 
 import (
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -264,5 +265,25 @@ func BenchmarkAfterFuncStop(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; i < b.N; i++ {
 		time.AfterFunc(time.Duration(i%5000)*time.Millisecond+time.Second, fn).Stop()
+	}
+}
+
+// A deadline near the largest time a Duration reaches means "very long",
+// never "now": rounding it up to a tick must not wrap around.
+func TestFarDeadlineNeverFiresEarly(t *testing.T) {
+	w, _, t0 := newWheel(8)
+	var r recorder
+	for i, d := range []time.Duration{math.MaxInt64, math.MaxInt64 - 1, math.MaxInt64 - tick + 1, math.MaxInt64 / 2} {
+		w.Schedule(t0.Add(d), r.fn(i))
+	}
+	w.Schedule(t0.Add(365*24*time.Hour).Add(math.MaxInt64), r.fn(9)) // saturates in t.Sub
+	for _, at := range []time.Duration{tick, 10 * tick, 24 * time.Hour} {
+		w.Advance(t0.Add(at))
+		if got := r.got(); len(got) != 0 {
+			t.Fatalf("at %v timers %v fired; their deadlines are centuries away", at, got)
+		}
+	}
+	if n := w.Len(); n != 5 {
+		t.Fatalf("%d timers pending, want 5", n)
 	}
 }

@@ -1,0 +1,100 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redistest"
+)
+
+// Durations as long as a Duration goes mean "very long", never "now".
+func TestOverlongDurations(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{CallTimeout: math.MaxInt64, HandoffWindow: math.MaxInt64})
+
+	held := c.Lock(context.Background(), "long")
+	mustAcquire(t, held) // every call runs under a call context of CallTimeout
+	other := newClient(t, srv, holdfast.Config{})
+	waiter := other.Lock(context.Background(), "long", holdfast.WithWait(math.MaxInt64))
+	waitSubscribed(t, srv, "long")
+	time.Sleep(10 * 10 * time.Millisecond) // ten wheel ticks: a wait timer due "now" has fired
+	notLost(t, waiter)
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, waiter)
+	waiter.Release(context.Background())
+
+	for _, d := range []time.Duration{math.MaxInt64, holdfast.MaxLease + 1} {
+		l := c.Lock(context.Background(), "long", holdfast.WithLease(d))
+		mustLose(t, l, holdfast.ErrInvalidOption)
+		cfg := holdfast.Config{Redis: srv.Client(t), WatchdogTimeout: d}
+		if _, err := holdfast.New(cfg); !errors.Is(err, holdfast.ErrInvalidOption) {
+			t.Fatalf("New with WatchdogTimeout %v: %v, want ErrInvalidOption", d, err)
+		}
+	}
+	start := time.Now()
+	l := c.Lock(context.Background(), "long", holdfast.WithLease(holdfast.MaxLease))
+	mustAcquire(t, l)
+	if d := l.Deadline(); d.Before(start.Add(holdfast.MaxLease*98/100)) || d.After(start.Add(holdfast.MaxLease)) {
+		t.Fatalf("deadline %v for a lease of %v from %v", d, holdfast.MaxLease, start)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Misuse gets a clear error, never a panic: nil contexts, zero and nil
+// values of Lock and Client.
+func TestNilContextsAndZeroValues(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	l := c.Lock(context.Background(), "misuse")
+	mustAcquire(t, l)
+	//lint:ignore SA1012 a nil context is the misuse under test
+	if err := l.Wait(nil); !errors.Is(err, holdfast.ErrInvalidOption) { //nolint:staticcheck
+		t.Fatalf("Wait(nil): %v, want ErrInvalidOption", err)
+	}
+	if err := l.Release(nil); !errors.Is(err, holdfast.ErrInvalidOption) { //nolint:staticcheck
+		t.Fatalf("Release(nil): %v, want ErrInvalidOption", err)
+	}
+	notLost(t, l) // the bad Release changed nothing
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	var nilLock *holdfast.Lock
+	for name, l := range map[string]*holdfast.Lock{"zero": {}, "nil": nilLock} {
+		t.Run(name+" Lock", func(t *testing.T) {
+			if err := l.Release(context.Background()); !errors.Is(err, holdfast.ErrInvalidOption) {
+				t.Errorf("Release: %v", err)
+			}
+			if err := l.Wait(context.Background()); !errors.Is(err, holdfast.ErrInvalidOption) {
+				t.Errorf("Wait: %v", err)
+			}
+			if err := l.Err(); !errors.Is(err, holdfast.ErrInvalidOption) {
+				t.Errorf("Err: %v", err)
+			}
+			if l.Token() != 0 || !l.Deadline().IsZero() || l.Name() != "" {
+				t.Errorf("Token %d, Deadline %v, Name %q", l.Token(), l.Deadline(), l.Name())
+			}
+		})
+	}
+	var nilClient *holdfast.Client
+	for name, c := range map[string]*holdfast.Client{"zero": {}, "nil": nilClient} {
+		t.Run(name+" Client", func(t *testing.T) {
+			l := c.Lock(context.Background(), "misuse")
+			mustLose(t, l, holdfast.ErrInvalidOption)
+			if err := c.Close(); !errors.Is(err, holdfast.ErrInvalidOption) {
+				t.Errorf("Close: %v", err)
+			}
+			if c.Actors() != 0 || c.ClientID() != "" {
+				t.Errorf("Actors %d, ClientID %q", c.Actors(), c.ClientID())
+			}
+		})
+	}
+}

@@ -198,9 +198,9 @@ type Machine struct {
 
 	// The one acquire attempt in flight for the head of queue.
 	att attempt
-	// places counts the pending requests with a place in a queue kept by
-	// Redis (Kind.KeepAlive), which the keep-alive timer renews.
-	places int
+	// keepAliveArmed: the keep-alive timer of the places in a queue kept
+	// by Redis (Kind.KeepAlive) is set.
+	keepAliveArmed bool
 
 	// streak counts the handoffs since the lock was last granted fresh from
 	// Redis, at streakStart.
@@ -208,6 +208,10 @@ type Machine struct {
 	streakStart time.Time
 
 	blocked bool // the lock is held elsewhere; wait for a wake-up or the retry timer
+	// unheard: a wake-up came and the head has not tried since (it may not
+	// be allowed to yet): nothing may put the queue back to sleep before
+	// it does.
+	unheard bool
 	backoff time.Duration
 	// attemptErr is the error of the last failed attempt, cleared by an
 	// answer: a wait that runs out says what kept it from Redis.
@@ -438,7 +442,7 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 		}
 		m.removeWaiting(r)
 		if r.ambiguous && r.owner == nil {
-			m.undo(now, r.Field, 1, now.Add(r.Lease))
+			m.undoFor(now, r, now.Add(r.Lease))
 		}
 		m.finish(r, err)
 	case stateHeld:
@@ -547,6 +551,7 @@ func (m *Machine) tryHead(now time.Time) {
 		return
 	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
+	m.unheard = false
 	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field, r.Field)
 	m.failTryOnceBehind()
 }
@@ -653,7 +658,7 @@ func (m *Machine) reply(now time.Time, msg Msg) {
 		if r.placeOp == msg.Op {
 			var res AcquireResult
 			res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
-			m.placeReply(now, r, msg, res)
+			m.placeReply(now, msg, res)
 			return
 		}
 	}
@@ -726,6 +731,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		keep := m.queue[:0]
 		for _, q := range m.queue {
 			if q.Field == o.field {
+				m.unqueue(q) // the owner's place, if any, was this grant's
 				o.waiting = append(o.waiting, q)
 				continue
 			}
@@ -743,7 +749,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 				err = ErrWaitTimeout
 			}
 			if r.ambiguous {
-				m.undo(now, r.Field, 1, now.Add(m.cfg.WaiterTimeout))
+				m.undoFor(now, r, now.Add(m.cfg.WaiterTimeout))
 			}
 			m.removeWaiting(r)
 			m.finish(r, err)
@@ -795,6 +801,7 @@ func (m *Machine) wake(now time.Time) {
 		m.blocked = false
 		m.cancelTimer(TimerRetry, 0)
 	}
+	m.unheard = true
 }
 
 // subscribe starts interest in the kind's channel for the waiters of r's

@@ -14,6 +14,7 @@
 --          place: only keep or take a place in the queue (a waiter behind
 --          others of its own client, which confirms later, as the head)
 -- ARGV[6]  channel prefix  holdfast:{NAME}:ch:
+-- ARGV[7..] place mode: more owner fields to place after ARGV[1], in order
 --
 -- Replies, as acquire.lua's:
 --   {1, count, token}  granted (fresh, confirmed grant, reentry, or a repeat)
@@ -51,20 +52,26 @@ if expected > 0 then
 end
 
 if mode == 'place' then
-  -- A place only: never take, never confirm (the head does).
+  -- Places only, for ARGV[1] and ARGV[7..] in that order: never take, never
+  -- confirm (the head of the caller's local queue does). A field granted
+  -- already (count 0) keeps its grant; one that holds (count > 0) answers
+  -- a mismatch.
   if count > 0 then return {-1, count} end
   local now = now_ms()
-  local mine = redis.call('hget', Q, field)
-  if count == 0 then
-    -- granted already: the head will confirm; nothing to queue
-  elseif mine then
-    redis.call('hset', Q, field, place(mine) .. ':' .. (now + wt))
-    extend(Q, wt)
-  else
-    local seq = redis.call('hincrby', Q, 'seq', 1)
-    redis.call('hset', Q, field, seq .. ':' .. (now + wt))
-    extend(Q, wt)
+  local fields = {field}
+  for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
+  for _, f in ipairs(fields) do
+    local mine = redis.call('hget', Q, f)
+    if redis.call('hget', H, f) then
+      -- granted already: the head will confirm; nothing to queue
+    elseif mine then
+      redis.call('hset', Q, f, place(mine) .. ':' .. (now + wt))
+    else
+      local seq = redis.call('hincrby', Q, 'seq', 1)
+      redis.call('hset', Q, f, seq .. ':' .. (now + wt))
+    end
   end
+  extend(Q, wt)
   local sleep = redis.call('pttl', H)
   if sleep < 0 or sleep > wt then sleep = wt end
   return {0, sleep}

@@ -122,6 +122,8 @@ func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 			}
 			m.handles[req.ID] = h
 			m.fields[req.ID] = req.Field
+			c.w.history = append(c.w.history, Event{Kind: Enqueued, At: c.w.now, Req: uint64(req.ID), Client: c.id,
+				Name: name, Field: req.Field, Generation: c.w.generation})
 			c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: req})
 		})
 	})

@@ -30,6 +30,15 @@ var (
 	// ErrNotHeld: Release on a Lock that is already over. The error also
 	// wraps the cause the Lock ended with.
 	ErrNotHeld = lockactor.ErrNotHeld
+	// ErrRedis: Redis refused a call in a way that retrying cannot fix — an
+	// ACL denial (NOPERM), an unknown command, WRONGTYPE on a lock key, a
+	// script error, NOAUTH. The Lock ends at once; the error wraps the
+	// server's reply. See README's ACL rules.
+	ErrRedis = lockactor.ErrRedis
+	// ErrReplicaSync: with Config.SyncReplicas, fewer replicas than asked
+	// acknowledged the grant within Config.SyncTimeout. The grant was undone
+	// and the Lock never reported Acquired.
+	ErrReplicaSync = lockactor.ErrReplicaSync
 	// ErrWrongKind: the name is held or queued as another kind of lock.
 	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
 	// use as one kind refuses the others at once.

@@ -16,8 +16,9 @@ import (
 const KindRW = "rw"
 
 var (
-	rwInspectScript     = rueidis.NewLuaScript(scripts.RWInspect)
-	rwForceUnlockScript = rueidis.NewLuaScript(scripts.RWForceUnlock)
+	rwInspectScript            = rueidis.NewLuaScript(scripts.RWInspect)
+	rwForceUnlockScript        = rueidis.NewLuaScript(scripts.RWForceUnlock)
+	rwForceUnlockShardedScript = rueidis.NewLuaScript(scripts.Sharded(scripts.RWForceUnlock))
 )
 
 // inspectRW reads a read-write lock: its live read and write holds (Mode
@@ -75,8 +76,12 @@ func inspectRW(ctx context.Context, rdb rueidis.Client, name string, info *Info)
 
 // forceUnlockRW frees a read-write lock: every hold and claim, fence raised,
 // waiters told.
-func forceUnlockRW(ctx context.Context, rdb rueidis.Client, name string) (bool, error) {
+func forceUnlockRW(ctx context.Context, _ *Client, rdb rueidis.Client, name string) (bool, error) {
 	keys := []string{scripts.LockKey(name), fenceKey(name)}
-	n, err := rwForceUnlockScript.Exec(ctx, rdb, keys, []string{scripts.Channel(name)}).AsInt64()
+	script := rwForceUnlockScript
+	if rdb.Mode() == rueidis.ClientModeCluster {
+		script = rwForceUnlockShardedScript
+	}
+	n, err := script.Exec(ctx, rdb, keys, []string{scripts.Channel(name)}).AsInt64()
 	return n == 1, err
 }

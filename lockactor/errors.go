@@ -17,6 +17,12 @@ var (
 	ErrInvalidName   = scripts.ErrInvalidName
 	ErrInvalidOption = errors.New("holdfast: invalid option")
 	ErrNotHeld       = errors.New("holdfast: lock not held")
+	// ErrRedis wraps a Redis error reply that retrying cannot fix (NOPERM,
+	// unknown command, WRONGTYPE, a script error, NOAUTH): the request ends
+	// at once with it, the server's text following.
+	ErrRedis = errors.New("holdfast: Redis refused the call")
+	// ErrReplicaSync: too few replicas acknowledged a grant (Config.SyncReplicas).
+	ErrReplicaSync = errors.New("holdfast: too few replicas acknowledged the write in time")
 	// ErrWrongKind: the name is held or queued as another kind of lock
 	// (Lock, FairLock, ReadLock/WriteLock share one name space).
 	ErrWrongKind = errors.New("holdfast: lock name in use as another kind of lock")

@@ -50,14 +50,22 @@ type Kind struct {
 	Renew *scripts.Script
 	// KeepAlive, when set, is the batch script that keeps a waiter's place in
 	// a queue kept by Redis (same shape as Renew; 1 still queued, 0 not
-	// queued any more). A waiter whose acquire answered Held is then kept
+	// queued any more). Every waiter with a place (see Place) is then kept
 	// alive every Config.WaiterTimeout/3 while it waits, ends its place with
-	// Release (expected 0) when it gives up, and tries again at once when
-	// its place is gone (it may have been granted the lock). Nil: waiters
-	// leave nothing in Redis.
+	// Release (expected 1) when it gives up, and, when its place is gone,
+	// tries again at once if it heads the local queue (it may have been
+	// granted the lock) or takes a new place. Nil: waiters leave nothing in
+	// Redis.
 	KeepAlive *scripts.Script
 	// KeepAliveKey is the key KeepAlive is called on for the lock name.
 	KeepAliveKey func(name string) string
+	// Place builds the call that gives r a place in the queue without
+	// taking the lock (required with KeepAlive); it replies as Acquire, Held
+	// once r has its place. Every local waiter takes its place when it
+	// arrives, so that the queue in Redis holds the waiters of every client
+	// in the order they asked; the head of the local queue then confirms
+	// its grant with Acquire.
+	Place func(env Env, r *Request) scripts.Call
 
 	// Channel is the pub/sub channel whose messages wake this client's
 	// waiters of the name (clientID is the owner fields' prefix).

@@ -106,6 +106,11 @@ const (
 	// Permanent: Redis refused the call and will refuse it again (WRONGTYPE:
 	// the lock key holds something that is not a lock).
 	Permanent
+	// Unsynced: the call ran and Msg.Reply holds its reply, but fewer
+	// replicas than asked (Config.SyncReplicas) acknowledged it in time;
+	// Msg.Err wraps ErrReplicaSync. A grant so answered is undone and its
+	// request ends with Msg.Err; any other reply counts as it is.
+	Unsynced
 )
 
 // Msg is one input of Step. Only the fields its Kind names are meaningful.

@@ -435,7 +435,11 @@ func (p *rwWorld) liveness(t *rapid.T) {
 	p.check(t)
 	for _, tr := range p.locks {
 		if !isClosed(tr.l.Lost) {
-			t.Fatalf("liveness: a Lock is still pending after the faults stopped (acquired=%v)", isClosed(tr.l.Acquired))
+			var b strings.Builder
+			for _, e := range p.w.History() {
+				fmt.Fprintf(&b, "\n  %v %v %s %s %s tok=%d err=%v", e.Kind, e.At.Sub(sim.Start), e.Client, e.Name, e.Field, e.Token, e.Err)
+			}
+			t.Fatalf("liveness: a Lock on c%d is still pending after the faults stopped (acquired=%v)%s\nkeys %v", tr.client+1, isClosed(tr.l.Acquired), b.String(), p.w.Keys())
 		}
 	}
 	for _, c := range p.clients {

@@ -66,6 +66,10 @@ type Kind struct {
 	// in the order they asked; the head of the local queue then confirms
 	// its grant with Acquire.
 	Place func(env Env, r *Request) scripts.Call
+	// Queues, when set, tells which requests keep a place in Redis while
+	// they wait (with KeepAlive): the read-write lock's writers leave a
+	// claim there, its readers nothing. Nil: every request.
+	Queues func(r *Request) bool
 
 	// Channel is the pub/sub channel whose messages wake this client's
 	// waiters of the name (clientID is the owner fields' prefix).

@@ -17,13 +17,18 @@ func (m *Machine) placeAll(now time.Time) {
 		return
 	}
 	for _, r := range m.queue {
-		if r.placed || r.placeOp != 0 || r.placeFailed || r.tryOnce || r.ending || r == m.att.req {
+		if r.placed || r.placeOp != 0 || r.placeFailed || r.tryOnce || r.ending || r == m.att.req || !m.queues(r) {
 			continue
 		}
 		r.placeOp = m.id()
 		r.ambiguous = true // from now on a place may exist for r
 		m.call(r.placeOp, m.kind.Place(m.env, &r.Request), "")
 	}
+}
+
+// queues reports whether r keeps a place in Redis while it waits.
+func (m *Machine) queues(r *request) bool {
+	return m.kind.KeepAlive != nil && (m.kind.Queues == nil || m.kind.Queues(&r.Request))
 }
 
 // placeReply settles a place call.

@@ -15,6 +15,9 @@
 -- ARGV[3]  the count the caller believes the owner holds in this mode (0 = fresh)
 -- ARGV[4]  claim lease in milliseconds (the client's WaiterTimeout); 0 makes a
 --          writer that must wait leave no claim (a try-once request)
+-- ARGV[5]  "place" (optional, writers only): only claim the writer's turn,
+--          never grant; a writer queued behind other local requests takes
+--          its claim this way on arrival
 --
 -- Every hold and claim field F has a lease key KEYS[2]..':rw:'..F in the same
 -- hash slot (value: the hold's token, or 1 for a claim) whose PEXPIRE is that
@@ -26,9 +29,10 @@
 -- Rules: any number of read holds; a write hold excludes every hold of other
 -- owners. A writer that must wait leaves a claim, a lease of its own that
 -- the waiting process keeps alive (rw_keepalive.lua); while another owner's
--- claim is live, fresh readers wait behind it (writer preference), but an
--- owner that holds the name already (a reader re-entering, a writer taking
--- a read) is granted. A read holder asking for a fresh write hold would wait
+-- claim is live, fresh readers of other clients wait behind it (writer
+-- preference; within a client the local queue orders them), but an owner
+-- that holds the name already (a reader re-entering, a writer taking a
+-- read) is granted. A read holder asking for a fresh write hold would wait
 -- for itself: refused.
 --
 -- Replies:
@@ -64,6 +68,9 @@ if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEY
 end
 
 -- Prune dead fields; note who else holds and how long the live leases run.
+-- Claims of this owner's own client do not hold its readers back: within a
+-- client, the local queue already orders readers and writers.
+local client = string.match(owner, '^[^:]*')
 local writer, readers, claims = false, 0, 0
 local blockttl, claimttl = 0, 0
 local all = redis.call('hgetall', key)
@@ -80,8 +87,10 @@ for i = 1, #all, 2 do
         if m == ':w' then writer = true end
         if m == ':r' then readers = readers + 1 end
         if m == ':c' then
-          claims = claims + 1
-          claimttl = math.max(claimttl, ttl)
+          if string.match(o, '^[^:]*') ~= client then
+            claims = claims + 1
+            claimttl = math.max(claimttl, ttl)
+          end
         else
           blockttl = math.max(blockttl, ttl)
         end
@@ -118,7 +127,7 @@ if mode == ':w' then
   if redis.call('hexists', key, owner .. ':r') == 1 then
     return {-3}
   end
-  if writer or readers > 0 then
+  if writer or readers > 0 or ARGV[5] == 'place' then
     if claimms > 0 then
       redis.call('hset', key, 'kind', 'rw', owner .. ':c', 1)
       redis.call('set', pfx .. owner .. ':c', 1, 'px', claimms)

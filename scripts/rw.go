@@ -93,14 +93,6 @@ func RWAcquireCall(name, holdField string, lease time.Duration, expected int64, 
 		[]string{holdField, Millis(lease), strconv.FormatInt(expected, 10), c}
 }
 
-// RWPlaceCall builds the keys and arguments of rw_acquire.lua that only
-// claim a writer's turn (never grant): a writer queued behind other local
-// requests claims on arrival.
-func RWPlaceCall(name, holdField string, lease time.Duration, claim time.Duration) (keys, args []string) {
-	keys, args = RWAcquireCall(name, holdField, lease, 0, claim)
-	return keys, append(args, "place")
-}
-
 // RWReleaseCall builds the keys and arguments of rw_release.lua.
 func RWReleaseCall(name, holdField string, expected int64) (keys, args []string) {
 	return []string{RWLeaseKey(name, holdField), LockKey(name)},

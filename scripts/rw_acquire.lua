@@ -15,9 +15,6 @@
 -- ARGV[3]  the count the caller believes the owner holds in this mode (0 = fresh)
 -- ARGV[4]  claim lease in milliseconds (the client's WaiterTimeout); 0 makes a
 --          writer that must wait leave no claim (a try-once request)
--- ARGV[5]  "place" (optional, writers only): only claim the writer's turn,
---          never grant; a writer queued behind other local requests takes
---          its claim this way on arrival
 --
 -- Every hold and claim field F has a lease key KEYS[2]..':rw:'..F in the same
 -- hash slot (value: the hold's token, or 1 for a claim) whose PEXPIRE is that
@@ -127,7 +124,7 @@ if mode == ':w' then
   if redis.call('hexists', key, owner .. ':r') == 1 then
     return {-3}
   end
-  if writer or readers > 0 or ARGV[5] == 'place' then
+  if writer or readers > 0 then
     if claimms > 0 then
       redis.call('hset', key, 'kind', 'rw', owner .. ':c', 1)
       redis.call('set', pfx .. owner .. ':c', 1, 'px', claimms)

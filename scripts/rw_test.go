@@ -176,22 +176,6 @@ func TestRWScripts(t *testing.T) {
 		if n := b.do(t, "EXISTS", scripts.LockKey("n")); n != 0 {
 			t.Fatalf("%s: lock hash left behind", b.name)
 		}
-		// A writer queued behind local requests claims its turn on arrival
-		// (place), which never grants, even on a free name.
-		place := func() ([]string, []string) {
-			return scripts.RWPlaceCall("pl", scripts.RWField(w, "x:o"), 10*time.Second, 3*time.Second)
-		}
-		b.walk(t, []rwStep{
-			{desc: "place on a free name claims only", src: A, call: place, want: []int64{0, 0}},
-			{desc: "a reader queues behind the placed writer", src: A, call: acq("pl", "y", r, 10000, 0, 0), want: []int64{0, pttl}, max: 3000},
-			{desc: "the placed writer's attempt is granted", src: A, call: acq("pl", "x", w, 10000, 0, 3000), want: []int64{1, 1, 1}},
-			{desc: "the placed writer leaves", src: R, call: rel("pl", "x", w, 1), want: []int64{0}, pub: 1},
-			{desc: "then the reader goes", src: A, call: acq("pl", "y", r, 10000, 0, 0), want: []int64{1, 1, 2}},
-			{desc: "a reader's place would deadlock", src: A, call: func() ([]string, []string) {
-				return scripts.RWPlaceCall("pl", scripts.RWField(w, "y:o"), 10*time.Second, 3*time.Second)
-			}, want: []int64{-3}},
-			{desc: "the reader leaves", src: R, call: rel("pl", "y", r, 1), want: []int64{0}, pub: 1},
-		})
 		// Kinds do not mix: a reentrant lock's hash refuses the rw scripts.
 		keys := []string{scripts.LockKey("p"), scripts.FenceKey("p"), scripts.FairQueueKey("p")}
 		b.eval(t, scripts.Acquire, keys, []string{"c:a", "10000", "0"})

@@ -409,6 +409,7 @@ type Lock struct {
 	relAnswered bool
 	over        bool
 	stop        func() bool // stops the context watcher
+	tokens      []uint64    // a LockAll's tokens, set before Acquired closes
 }
 
 func newLock(name string) *Lock {
@@ -458,6 +459,18 @@ func (l *Lock) Token() uint64 {
 		return 0
 	}
 	return l.token.Load()
+}
+
+// Tokens returns the fencing tokens of this hold, valid once Acquired is
+// closed: for a LockAll, one per target in the order given; for every other
+// Lock, {Token()}.
+func (l *Lock) Tokens() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tokens != nil {
+		return append([]uint64(nil), l.tokens...)
+	}
+	return []uint64{l.Token()}
 }
 
 // Deadline returns the current conservative validity deadline of the hold,

@@ -1,6 +1,10 @@
 package holdfast
 
-import "github.com/holdfast/holdfast/lockactor"
+import (
+	"errors"
+
+	"github.com/holdfast/holdfast/lockactor"
+)
 
 // Errors. A Lock's Err() returns one of these, or wraps one, or wraps the
 // context's error; test them with errors.Is.
@@ -43,6 +47,10 @@ var (
 	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
 	// use as one kind refuses the others at once.
 	ErrWrongKind = lockactor.ErrWrongKind
+	// ErrNoQuorum: a RedLock could not get a majority of its nodes within
+	// its wait budget (some nodes unreachable, or held elsewhere). The error
+	// also wraps the last node's error.
+	ErrNoQuorum = errors.New("holdfast: no majority of RedLock nodes granted the lock")
 	// ErrWouldDeadlock: WriteLock by an owner that holds the ReadLock of the
 	// same name, which would wait for itself. (Write → read is allowed.)
 	ErrWouldDeadlock = lockactor.ErrWouldDeadlock

@@ -16,9 +16,9 @@ import (
 const KindRW = "rw"
 
 var (
-	rwInspectScript            = rueidis.NewLuaScript(scripts.RWInspect)
-	rwForceUnlockScript        = rueidis.NewLuaScript(scripts.RWForceUnlock)
-	rwForceUnlockShardedScript = rueidis.NewLuaScript(scripts.Sharded(scripts.RWForceUnlock))
+	rwInspectScript      = rueidis.NewLuaScript(scripts.RWInspect)
+	rwForceUnlockScript  = rueidis.NewLuaScript(scripts.RWForceUnlock)
+	rwForceUnlockSharded = rueidis.NewLuaScript(scripts.Sharded(scripts.RWForceUnlock))
 )
 
 // inspectRW reads a read-write lock: its live read and write holds (Mode
@@ -80,7 +80,8 @@ func forceUnlockRW(ctx context.Context, _ *Client, rdb rueidis.Client, name stri
 	keys := []string{scripts.LockKey(name), fenceKey(name)}
 	script := rwForceUnlockScript
 	if rdb.Mode() == rueidis.ClientModeCluster {
-		script = rwForceUnlockShardedScript
+		// On a cluster waiters SSUBSCRIBE: the variant that SPUBLISHes.
+		script = rwForceUnlockSharded
 	}
 	n, err := script.Exec(ctx, rdb, keys, []string{scripts.Channel(name)}).AsInt64()
 	return n == 1, err

@@ -70,6 +70,8 @@ var scenarios = []scenario{
 	{"renewal", runRenewal},
 	{"ceiling", runCeiling},
 	{"timerwheel", runTimerwheel},
+	{"lockall", runLockAll},
+	{"redlock", runRedLock},
 }
 
 func main() {

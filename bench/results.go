@@ -23,6 +23,7 @@ type figure struct {
 // units of every metric.
 var units = map[string]string{
 	"cycles_per_s":           "1/s",
+	"contended_cycles_per_s": "1/s",
 	"acquire_p50_us":         "us",
 	"acquire_p99_us":         "us",
 	"allocs_per_cycle":       "allocs",
@@ -53,7 +54,7 @@ var units = map[string]string{
 
 // metricOrder is the order of rows within a scenario.
 var metricOrder = []string{
-	"cycles_per_s", "acquire_p50_us", "acquire_p99_us", "allocs_per_cycle",
+	"cycles_per_s", "contended_cycles_per_s", "acquire_p50_us", "acquire_p99_us", "allocs_per_cycle",
 	"handoffs_per_s", "handoff_p50_us", "handoff_p99_us", "commands_per_handoff", "self_reacquire_frac", "min_share",
 	"waiter_commands", "drain_ms",
 	"renewal_commands_per_s", "heap_bytes_per_lock", "lost_holds",

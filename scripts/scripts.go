@@ -42,6 +42,8 @@ var (
 	Renew string
 	//go:embed handoff.lua
 	Handoff string
+	//go:embed fence_raise.lua
+	FenceRaise string
 
 	//go:embed fair_common.lua
 	fairCommon string
@@ -88,6 +90,8 @@ var (
 	ReleaseScript = NewScript("release", Release)
 	RenewScript   = NewScript("renew", Renew)
 	HandoffScript = NewScript("handoff", Handoff)
+	// FenceRaiseScript raises a name's fence counter to a floor (RedLock).
+	FenceRaiseScript = NewScript("fence_raise", FenceRaise)
 )
 
 // The scripts of the fair lock. Each is fair_common.lua followed by the

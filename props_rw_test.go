@@ -353,8 +353,13 @@ func (p *rwWorld) check(t *rapid.T) {
 		tokens[k] = parts[0] + "/" + parts[1]
 	}
 	// Validity: a grant's deadline never lies past its own lease key's
-	// expiry, as the granting call left it.
+	// expiry, as the granting call left it (before any data roll-back: a
+	// failover that loses a renewal leaves the holder a deadline the new
+	// primary does not know, the documented limit of async replication).
 	for _, e := range p.w.History() {
+		if !p.rollback.IsZero() && !e.At.Before(p.rollback) {
+			break
+		}
 		if e.Kind == sim.Acquired && !e.ExpiresAt.IsZero() && e.DeadlineAt.After(e.ExpiresAt) {
 			t.Fatalf("validity: %s %s told it holds %q until %v, its lease key expires at %v",
 				e.Client, e.Field, e.Name, e.DeadlineAt.Sub(sim.Start), e.ExpiresAt.Sub(sim.Start))

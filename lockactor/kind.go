@@ -68,6 +68,10 @@ type Kind struct {
 	// KeepAlive set: a waiter's place is the one its refused Acquire left
 	// (the read-write lock's writer claim), kept alive the same way.
 	Place func(env Env, rs []*Request) scripts.Call
+	// Queues, when set, tells which requests keep a place in Redis while
+	// they wait (with KeepAlive): the read-write lock's writers leave a
+	// claim there, its readers nothing. Nil: every request.
+	Queues func(r *Request) bool
 
 	// Channel is the pub/sub channel whose messages wake this client's
 	// waiters of the name (clientID is the owner fields' prefix).

@@ -742,7 +742,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 	case Held:
 		// A kind that queues waiters in Redis left a place for r there,
 		// unless r only tried once.
-		r.ambiguous = m.kind.KeepAlive != nil && !r.tryOnce
+		r.ambiguous = m.queues(r) && !r.tryOnce
 		if r.ending || r.tryOnce {
 			err := r.endErr
 			if !r.ending {

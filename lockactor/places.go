@@ -24,7 +24,7 @@ func (m *Machine) placeAll(now time.Time) {
 	var op uint64
 	for _, r := range m.queue {
 		switch {
-		case r.placed || r.tryOnce || r.ending:
+		case r.placed || r.tryOnce || r.ending || !m.queues(r):
 			continue
 		case r == m.att.req || r.placeOp != 0 || r.placeFailed:
 			if op == 0 {
@@ -42,6 +42,11 @@ func (m *Machine) placeAll(now time.Time) {
 	if op != 0 {
 		m.call(op, m.kind.Place(m.env, batch), "", "")
 	}
+}
+
+// queues reports whether r keeps a place in Redis while it waits.
+func (m *Machine) queues(r *request) bool {
+	return m.kind.KeepAlive != nil && (m.kind.Queues == nil || m.kind.Queues(&r.Request))
 }
 
 // placeReply settles a place call for every request it carried.

@@ -26,9 +26,10 @@
 -- Rules: any number of read holds; a write hold excludes every hold of other
 -- owners. A writer that must wait leaves a claim, a lease of its own that
 -- the waiting process keeps alive (rw_keepalive.lua); while another owner's
--- claim is live, fresh readers wait behind it (writer preference), but an
--- owner that holds the name already (a reader re-entering, a writer taking
--- a read) is granted. A read holder asking for a fresh write hold would wait
+-- claim is live, fresh readers of other clients wait behind it (writer
+-- preference; within a client the local queue orders them), but an owner
+-- that holds the name already (a reader re-entering, a writer taking a
+-- read) is granted. A read holder asking for a fresh write hold would wait
 -- for itself: refused.
 --
 -- Replies:
@@ -64,6 +65,9 @@ if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEY
 end
 
 -- Prune dead fields; note who else holds and how long the live leases run.
+-- Claims of this owner's own client do not hold its readers back: within a
+-- client, the local queue already orders readers and writers.
+local client = string.match(owner, '^[^:]*')
 local writer, readers, claims = false, 0, 0
 local blockttl, claimttl = 0, 0
 local all = redis.call('hgetall', key)
@@ -80,8 +84,10 @@ for i = 1, #all, 2 do
         if m == ':w' then writer = true end
         if m == ':r' then readers = readers + 1 end
         if m == ':c' then
-          claims = claims + 1
-          claimttl = math.max(claimttl, ttl)
+          if string.match(o, '^[^:]*') ~= client then
+            claims = claims + 1
+            claimttl = math.max(claimttl, ttl)
+          end
         else
           blockttl = math.max(blockttl, ttl)
         end

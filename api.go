@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,9 +40,12 @@ type Config struct {
 	// Logger receives the library's logs, protoactor's included. Default:
 	// discard.
 	Logger *slog.Logger
-	// ClientID prefixes every owner field this Client writes
-	// (CLIENTID:OWNER). Default: 16 random hex digits. It must be unique
-	// among live clients and must not contain ':'.
+	// ClientID is a readable label at the head of every owner field this
+	// Client writes (CLIENTID:INSTANCE:OWNER, see scripts.Field), for
+	// operators and `holdfast status`. Default: the host name and process id,
+	// HOST/PID. It must not contain ':'. It need not be unique: INSTANCE is
+	// drawn at random for every Client, so Clients sharing a ClientID still
+	// exclude each other.
 	ClientID string
 	// CallTimeout bounds each Redis call, on Clock. A call that times out
 	// may still have run; the runtime repeats it to learn the outcome.
@@ -104,13 +108,28 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.ClientID == "" {
-		var b [8]byte
-		rand.Read(b[:])
-		c.ClientID = hex.EncodeToString(b[:])
+		c.ClientID = defaultClientID()
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = defaultCallTimeout
 	}
+}
+
+// defaultClientID is HOST/PID, with any ':' of the host name replaced.
+func defaultClientID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return strings.ReplaceAll(host, ":", "_") + "/" + strconv.Itoa(os.Getpid())
+}
+
+// newInstance draws the random part of a Client's owner fields: 48 bits,
+// so that Clients sharing a ClientID do not collide.
+func newInstance() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // machine is the lock state machines' configuration.
@@ -122,10 +141,11 @@ func (c *Config) machine() lockactor.Config {
 // name in use, one timer wheel, one watchdog and one pub/sub connection. A
 // Client is safe for concurrent use; Close it when done.
 type Client struct {
-	cfg     Config
-	eng     clientkit.Engine
-	closers []func() // run after the engine closes, in order
-	nextID  atomic.Uint64
+	cfg      Config
+	instance string // the random part of this Client's owner fields
+	eng      clientkit.Engine
+	closers  []func() // run after the engine closes, in order
+	nextID   atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -157,7 +177,7 @@ func New(cfg Config) (*Client, error) {
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, eng: sys, closers: []func(){renew.Close, subs.Close, wheel.Stop}}, nil
+	return &Client{cfg: cfg, instance: newInstance(), eng: sys, closers: []func(){renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {
@@ -171,11 +191,16 @@ func init() {
 			return nil, err
 		}
 		c.setDefaults()
-		return &Client{cfg: c, eng: e, closers: closers}, nil
+		instance := newInstance()
+		if in, ok := e.(interface{ Instance() string }); ok {
+			// A simulator names its Clients itself, so that a run replays.
+			instance = in.Instance()
+		}
+		return &Client{cfg: c, instance: instance, eng: e, closers: closers}, nil
 	}
 }
 
-// ClientID returns the prefix of this Client's owner fields.
+// ClientID returns the label at the head of this Client's owner fields.
 func (c *Client) ClientID() string {
 	if c == nil {
 		return ""
@@ -240,7 +265,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 	}
 	req := lockactor.Request{
 		ID:       lockactor.ReqID(id),
-		Field:    scripts.Field(c.cfg.ClientID, owner),
+		Field:    scripts.Field(c.cfg.ClientID, c.instance, owner),
 		Lease:    o.lease,
 		Watchdog: o.lease == 0,
 		Wait:     o.wait,

@@ -7,7 +7,7 @@
 // Every key and channel of a lock shares the hash tag {NAME}, so one script may
 // touch all of them on a Redis Cluster:
 //
-//	holdfast:{NAME}        hash, field CLIENTID:OWNER -> reentry count, PEXPIRE = lease
+//	holdfast:{NAME}        hash, field CLIENTID:INSTANCE:OWNER (see Field) -> reentry count, PEXPIRE = lease
 //	holdfast:{NAME}:fence  fencing counter, INCR on every fresh grant, no TTL
 //	holdfast:{NAME}:ch     pub/sub channel, told "released" when the lock becomes free
 //
@@ -85,5 +85,33 @@ func NameOfChannel(ch string) (string, bool) {
 	return ch[len("holdfast:{") : len(ch)-len("}:ch")], true
 }
 
-// Field is the hash field of an owner of a client.
-func Field(clientID, owner string) string { return clientID + ":" + owner }
+// Field is the hash field of one owner of one Client in the lock hash:
+//
+//	CLIENTID ":" INSTANCE ":" OWNER
+//
+// CLIENTID is Config.ClientID, a readable label chosen by the user; by
+// default HOST "/" PID of the process (e.g. "web-3/4121"). INSTANCE is drawn
+// at random for every Client (12 hex digits), so two Clients never write the
+// same field even when they share a ClientID: exclusion never depends on the
+// user choosing unique labels. OWNER is the WithOwner id, or "~N" for the
+// N-th Lock call of the Client. Neither CLIENTID nor INSTANCE contains ':',
+// so the field splits unambiguously at its first two colons (ParseField);
+// OWNER may contain anything.
+func Field(clientID, instance, owner string) string {
+	return clientID + ":" + instance + ":" + owner
+}
+
+// ParseField splits a field made by Field into its parts; ok is false for
+// a field without two colons (one written by hand, or by a holdfast version
+// whose fields were CLIENTID:OWNER).
+func ParseField(field string) (clientID, instance, owner string, ok bool) {
+	clientID, rest, ok := strings.Cut(field, ":")
+	if !ok {
+		return "", "", "", false
+	}
+	instance, owner, ok = strings.Cut(rest, ":")
+	if !ok {
+		return "", "", "", false
+	}
+	return clientID, instance, owner, true
+}

@@ -134,3 +134,23 @@ func TestWrongTypeAbortsBeforeWriting(t *testing.T) {
 		t.Fatal("fence counter written by a failed acquire")
 	}
 }
+
+func TestFieldParsesBack(t *testing.T) {
+	cases := []struct{ id, instance, owner string }{
+		{"web-3/4121", "0a1b2c3d4e5f", "~1"},
+		{"svc", "s1", "job:7:retry"}, // colons in the owner stay in the owner
+		{"", "x", ""},
+	}
+	for _, c := range cases {
+		f := scripts.Field(c.id, c.instance, c.owner)
+		id, instance, owner, ok := scripts.ParseField(f)
+		if !ok || id != c.id || instance != c.instance || owner != c.owner {
+			t.Errorf("ParseField(%q) = %q %q %q %v, want %q %q %q", f, id, instance, owner, ok, c.id, c.instance, c.owner)
+		}
+	}
+	for _, f := range []string{"", "svc", "svc:~1"} {
+		if _, _, _, ok := scripts.ParseField(f); ok {
+			t.Errorf("ParseField(%q) accepted a field without an instance part", f)
+		}
+	}
+}

@@ -195,7 +195,8 @@ func TestStatusShowsHolder(t *testing.T) {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
 	}
 	t.Logf("status output:\n%s", r.stdout)
-	if !strings.Contains(r.stdout, "svc1:job") || !strings.Contains(r.stdout, "held") || !strings.Contains(r.stdout, "free") {
+	// The holder's field is svc1:INSTANCE:job (see scripts.Field).
+	if !strings.Contains(r.stdout, "svc1:") || !strings.Contains(r.stdout, ":job") || !strings.Contains(r.stdout, "held") || !strings.Contains(r.stdout, "free") {
 		t.Fatalf("status output lacks the holder:\n%s", r.stdout)
 	}
 	r = runHoldfast(t, "status", "--redis", srv.Addr, "--json", "report")
@@ -203,7 +204,16 @@ func TestStatusShowsHolder(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &sts); err != nil {
 		t.Fatalf("json: %v\n%s", err, r.stdout)
 	}
-	if len(sts) != 1 || !sts[0].Held || sts[0].Holders["svc1:job"] != 1 || sts[0].TTLms <= 0 || sts[0].Fence != int64(l.Token()) {
+	if len(sts) == 0 {
+		t.Fatalf("no status: %s", r.stdout)
+	}
+	holder := ""
+	for f := range sts[len(sts)-1].Holders {
+		if id, _, owner, ok := scripts.ParseField(f); ok && id == "svc1" && owner == "job" {
+			holder = f
+		}
+	}
+	if len(sts) != 1 || !sts[0].Held || sts[0].Holders[holder] != 1 || sts[0].TTLms <= 0 || sts[0].Fence != int64(l.Token()) {
 		t.Fatalf("status %+v", sts)
 	}
 }

@@ -51,7 +51,7 @@ func NewRueidis(client rueidis.Client) *Rueidis {
 
 // Acquire implements Redis.
 func (r *Rueidis) Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error) {
-	keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
+	keys := scripts.GrantKeys(name)
 	args := []string{field, millis(lease), strconv.FormatInt(expected, 10)}
 	vals, err := r.acquire.Exec(ctx, r.client, keys, args).AsIntSlice()
 	if err != nil {
@@ -69,7 +69,7 @@ func (r *Rueidis) Release(ctx context.Context, name, field string, expected int6
 
 // Handoff implements Redis.
 func (r *Rueidis) Handoff(ctx context.Context, name, from, to string, lease time.Duration) (int64, lockactor.AcquireResult, error) {
-	keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
+	keys := scripts.GrantKeys(name)
 	vals, err := r.handoff.Exec(ctx, r.client, keys, []string{from, to, millis(lease)}).AsIntSlice()
 	if err != nil {
 		return 0, lockactor.AcquireResult{}, err
@@ -134,23 +134,5 @@ func millis(d time.Duration) string {
 	return strconv.FormatInt(ms, 10)
 }
 
-// Slot is the Redis Cluster slot of key (CRC16 of its hash tag, mod 16384).
-func Slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
-}
+// Slot is the Redis Cluster slot of key (scripts.Slot).
+func Slot(key string) uint16 { return scripts.Slot(key) }

@@ -3,6 +3,7 @@ package scripts_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -58,8 +59,8 @@ const pttl = -999
 func TestScriptsOnRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	lock, fence, ch := scripts.LockKey("s"), scripts.FenceKey("s"), scripts.Channel("s")
-	keys := []string{lock, fence}
+	lock, ch := scripts.LockKey("s"), scripts.Channel("s")
+	keys := scripts.GrantKeys("s")
 	steps := []struct {
 		desc string
 		src  string
@@ -113,7 +114,7 @@ func TestScriptsOnRealRedis(t *testing.T) {
 func TestShorterReentryLeaseDoesNotCutTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	keys := []string{scripts.LockKey("t"), scripts.FenceKey("t")}
+	keys := scripts.GrantKeys("t")
 	run(t, c, scripts.Acquire, keys, "c:a", "60000", "0")
 	run(t, c, scripts.Acquire, keys, "c:a", "1000", "1")
 	if pttl, _ := srv.Do(t, "PTTL", keys[0]).AsInt64(); pttl < 50000 {
@@ -126,7 +127,7 @@ func TestWrongTypeAbortsBeforeWriting(t *testing.T) {
 	c := srv.Client(t)
 	srv.Do(t, "SET", scripts.LockKey("w"), "x")
 	res := rueidis.NewLuaScript(scripts.Acquire).Exec(context.Background(), c,
-		[]string{scripts.LockKey("w"), scripts.FenceKey("w")}, []string{"c:a", "1000", "0"})
+		scripts.GrantKeys("w"), []string{"c:a", "1000", "0"})
 	if err := res.Error(); err == nil {
 		t.Fatal("acquire on a string key succeeded")
 	}
@@ -151,6 +152,29 @@ func TestFieldParsesBack(t *testing.T) {
 	for _, f := range []string{"", "svc", "svc:~1"} {
 		if _, _, _, ok := scripts.ParseField(f); ok {
 			t.Errorf("ParseField(%q) accepted a field without an instance part", f)
+		}
+	}
+}
+
+// A name's fence counter lies in its lock key's slot (so one script may touch
+// both on a cluster) and is no key of any lock.
+func TestFenceKeyInLockSlot(t *testing.T) {
+	for _, name := range []string{"a", "orders:42", "user}7", "{x}", "ü", strings.Repeat("n", scripts.MaxNameLen)} {
+		lock, fence := scripts.LockKey(name), scripts.FenceKey(name)
+		if scripts.Slot(fence) != scripts.Slot(lock) {
+			t.Errorf("%q: fence key %q in slot %d, lock key in %d", name, fence, scripts.Slot(fence), scripts.Slot(lock))
+		}
+		if !strings.HasPrefix(fence, "holdfast:slot:{") || strings.HasPrefix(fence, "holdfast:{") {
+			t.Errorf("%q: fence key %q could be a lock's key", name, fence)
+		}
+		if keys := scripts.FenceKeys(name); len(keys) != 2 || keys[0] != fence || keys[1] != scripts.LegacyFenceKey(name) {
+			t.Errorf("FenceKeys(%q) = %v", name, keys)
+		}
+	}
+	// Slot agrees with Redis Cluster's reference values.
+	for key, want := range map[string]uint16{"123456789": 12739, "foo": 12182, "{user1000}.following": 3443} {
+		if got := scripts.Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
 		}
 	}
 }

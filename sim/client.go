@@ -241,7 +241,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	switch e.Kind {
 	case lockactor.EffAcquire:
 		op := e.Op
-		keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
+		keys := scripts.GrantKeys(name)
 		args := []string{e.Field, millis(e.Lease), strconv.FormatInt(e.Expected, 10)}
 		w.send(c, scripts.Acquire, keys, args, func(r Reply, f lockactor.Fault) {
 			msg := lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Fault: f, Err: r.errOrNil()}
@@ -263,7 +263,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 			})
 	case lockactor.EffHandoff:
 		op := e.Op
-		keys := []string{scripts.LockKey(name), scripts.FenceKey(name)}
+		keys := scripts.GrantKeys(name)
 		w.send(c, scripts.Handoff, keys, []string{e.Field, e.To, millis(e.Lease)}, func(r Reply, f lockactor.Fault) {
 			msg := lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Fault: f, Err: r.errOrNil()}
 			if f == lockactor.NoFault {

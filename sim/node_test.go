@@ -112,7 +112,7 @@ func drawOp(t *rapid.T) op {
 	expected := strconv.Itoa(rapid.IntRange(0, 3).Draw(t, "expected"))
 	switch rapid.IntRange(0, 13).Draw(t, "kind") {
 	case 0, 1, 2:
-		return op{"acquire", scripts.Acquire, []string{lock, fence}, []string{field, lease, expected}}
+		return op{"acquire", scripts.Acquire, scripts.GrantKeys(name), []string{field, lease, expected}}
 	case 3, 4:
 		return op{"release", scripts.Release, []string{lock}, []string{field, expected, ch}}
 	case 5:

@@ -69,8 +69,8 @@ const DefaultWatchdogTimeout = 30 * time.Second
 
 const (
 	defaultCallTimeout = 5 * time.Second
-	wheelTick  = 10 * time.Millisecond
-	wheelSlots = 512
+	wheelTick          = 10 * time.Millisecond
+	wheelSlots         = 512
 	// deadlineSlack is how much before a hold's validity deadline its
 	// deadline timer is set, so that Lost closes before the deadline even
 	// when the timer is late: one wheel tick (a timer fires up to a tick

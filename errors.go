@@ -30,4 +30,9 @@ var (
 	// ErrNotHeld: Release on a Lock that is already over. The error also
 	// wraps the cause the Lock ended with.
 	ErrNotHeld = lockactor.ErrNotHeld
+	// ErrFailover: a renewal was refused with READONLY — the Redis node this
+	// Client writes to was demoted to a replica by a failover, and the
+	// promoted replica may grant the lock to someone else. The hold ends at
+	// once instead of at its deadline.
+	ErrFailover = lockactor.ErrFailover
 )

@@ -118,6 +118,9 @@ func ClassifyRueidis(err error) lockactor.Fault {
 		if strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
 			return lockactor.Permanent
 		}
+		if strings.HasPrefix(rerr.Error(), "READONLY") {
+			return lockactor.Demoted
+		}
 		return lockactor.Transient
 	}
 	if errors.Is(err, rueidis.ErrClosing) {

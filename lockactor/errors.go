@@ -15,4 +15,5 @@ var (
 	ErrInvalidName   = scripts.ErrInvalidName
 	ErrInvalidOption = errors.New("holdfast: invalid option")
 	ErrNotHeld       = errors.New("holdfast: lock not held")
+	ErrFailover      = errors.New("holdfast: the Redis node holding the lock was demoted to a replica (failover); the promoted replica may grant the lock to others")
 )

@@ -462,7 +462,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg) {
 	r, sent, woke, handoff := m.attemptReq, m.attemptSent, m.attemptWoke, m.attemptHandoff
 	m.attemptReq, m.attemptHandoff = nil, false
 	switch msg.Fault {
-	case Ambiguous, Transient:
+	case Ambiguous, Transient, Demoted:
 		if msg.Fault == Ambiguous {
 			r.ambiguous = true
 		}

@@ -105,6 +105,11 @@ const (
 	// Permanent: Redis refused the call and will refuse it again (WRONGTYPE:
 	// the lock key holds something that is not a lock).
 	Permanent
+	// Demoted: the node refused a write as a replica (READONLY): a failover
+	// demoted it, and the promoted replica may grant the lock to others. A
+	// renewal that meets it ends the hold at once (ErrFailover); other calls
+	// treat it as Transient.
+	Demoted
 )
 
 // AcquireResult is the decoded reply of the acquire script.

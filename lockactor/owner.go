@@ -206,7 +206,7 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg) {
 	r := o.opReq
 	o.op, o.opReq = opNone, nil
 	switch msg.Fault {
-	case Transient:
+	case Transient, Demoted:
 		if r.ending {
 			m.finish(r, r.endErr)
 			m.nextOp(now, o)

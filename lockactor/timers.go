@@ -1,6 +1,7 @@
 package lockactor
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -17,6 +18,10 @@ func (m *Machine) renewReply(now time.Time, msg Msg) {
 		return
 	}
 	switch {
+	case msg.Fault == Demoted:
+		// Waiting out the lease would leave this hold believed while the new
+		// primary may grant the lock elsewhere.
+		m.ownerLost(now, o, fmt.Errorf("%w: renewal refused: %v", ErrFailover, msg.Err))
 	case msg.Fault == Permanent || (msg.Fault == NoFault && !msg.Renewed):
 		m.ownerLost(now, o, ErrNotOwner)
 	case msg.Fault != NoFault:

@@ -327,6 +327,19 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 	}
 }
 
+// giveUp ends pending request r with err at once, even while an acquire of
+// its is in flight: the wait budget bounds the whole attempt, not just the
+// part before a call that may take CallTimeout to fail. The call is settled
+// in the background when its reply lands, as for any request that gave up
+// with its acquire in flight (r.ending): a grant it made is undone.
+func (m *Machine) giveUp(now time.Time, r *request, err error) {
+	m.end(now, r, err)
+	if r.ending {
+		m.removeWaiting(r)
+		m.finish(r, err)
+	}
+}
+
 func (m *Machine) release(now time.Time, id ReqID) {
 	r := m.req(id)
 	if r == nil {

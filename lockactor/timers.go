@@ -50,7 +50,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 	switch k.Kind {
 	case TimerWait:
 		if r := m.req(ReqID(k.ID)); r != nil && r.state == statePending {
-			m.end(now, r, ErrWaitTimeout)
+			m.giveUp(now, r, ErrWaitTimeout)
 		}
 	case TimerRetry:
 		m.blocked = false

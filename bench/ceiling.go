@@ -38,10 +38,12 @@ func runCeiling(e *env) error {
 		target, rounds, pings = 1*time.Second, 2, 5000
 	}
 	evalsha := func(n int) (map[string]float64, error) {
-		// The two keys get independent random numbers; the script needs no
-		// relation between them, and each is fresh, so the call is a grant.
+		// The lock key gets a random number, so each call is a grant; the
+		// script needs no relation between its keys (standalone server). The
+		// slot fence counter is one key, as for names sharing a slot.
+		keys := scripts.GrantKeys(ceilingName)
 		return benchmark(host, port, "-c", "50", "-P", "16", "-n", strconv.Itoa(n), "-r", "100000000",
-			"EVALSHA", sha, "2", scripts.LockKey(ceilingName), scripts.FenceKey(ceilingName), "bench:ceiling", "30000", "0")
+			"EVALSHA", sha, strconv.Itoa(len(keys)), keys[0], keys[1], keys[2], "bench:ceiling", "30000", "0")
 	}
 	var runErr error
 	labelled("ceiling", refBenchmark, func(context.Context) {

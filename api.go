@@ -62,6 +62,13 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// WaiterTimeout bounds how long a dead process keeps its places in fair
+	// lock queues (FairLock): live waiters renew their places every
+	// WaiterTimeout/3, so a crashed process's waiters all leave within
+	// WaiterTimeout, and a grant its waiter does not confirm within
+	// WaiterTimeout passes to the next waiter. Default 5s; at least
+	// MinLease.
+	WaiterTimeout time.Duration
 }
 
 // DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
@@ -97,6 +104,8 @@ func (c *Config) validateOptions() error {
 	switch {
 	case c.WatchdogTimeout != 0 && checkLease("WatchdogTimeout", c.WatchdogTimeout) != nil:
 		return checkLease("WatchdogTimeout", c.WatchdogTimeout)
+	case c.WaiterTimeout != 0 && checkLease("WaiterTimeout", c.WaiterTimeout) != nil:
+		return checkLease("WaiterTimeout", c.WaiterTimeout)
 	case c.CallTimeout < 0:
 		return fmt.Errorf("%w: negative CallTimeout", ErrInvalidOption)
 	case c.HandoffWindow < 0:
@@ -123,6 +132,9 @@ func (c *Config) setDefaults() {
 	if c.CallTimeout == 0 {
 		c.CallTimeout = defaultCallTimeout
 	}
+	if c.WaiterTimeout == 0 {
+		c.WaiterTimeout = DefaultWaiterTimeout
+	}
 }
 
 // defaultClientID is HOST/PID, with any ':' of the host name replaced.
@@ -142,9 +154,13 @@ func newInstance() string {
 	return hex.EncodeToString(b[:])
 }
 
+// DefaultWaiterTimeout is Config.WaiterTimeout's default.
+const DefaultWaiterTimeout = lockactor.DefaultWaiterTimeout
+
 // machine is the lock state machines' configuration.
 func (c *Config) machine() lockactor.Config {
-	return lockactor.Config{Slack: deadlineSlack, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow}
+	return lockactor.Config{Slack: deadlineSlack, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow,
+		WaiterTimeout: c.WaiterTimeout}
 }
 
 // Client hands out Locks on one Redis deployment. It runs one actor per lock
@@ -169,11 +185,16 @@ func New(cfg Config) (*Client, error) {
 	cfg.setDefaults()
 	redis := actor.NewRueidis(cfg.Redis)
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
+	// Renewals still in flight when the Client closes are aborted, like
+	// every other script call.
+	renewCtx, cancelRenewals := context.WithCancel(context.Background())
 	renew := renewal.New(renewal.Config{
-		Clock: cfg.Clock,
-		After: func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
-		Exec:  redis.Renew,
-		Group: redis.Group(),
+		Clock:   cfg.Clock,
+		After:   func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
+		Exec:    redis.Renew,
+		Group:   redis.Group(),
+		Context: renewCtx,
+		Timeout: cfg.CallTimeout,
 	})
 	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
 	sys := actor.New(actor.Config{
@@ -187,7 +208,7 @@ func New(cfg Config) (*Client, error) {
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, instance: newInstance(), eng: sys, closers: []func(){renew.Close, subs.Close, wheel.Stop}}, nil
+	return &Client{cfg: cfg, instance: newInstance(), eng: sys, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {
@@ -255,6 +276,12 @@ func (c *Client) Close() error {
 // Bad input (see ErrInvalidName, ErrInvalidOption) and a closed Client give a
 // Lock that is already over, its Err saying why.
 func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
+	return c.request(ctx, name, lockactor.Reentrant, 0, opts)
+}
+
+// request starts a Lock call of the given kind and mode: the body every
+// kind's entry point (Lock, FairLock, …) shares.
+func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind, mode uint8, opts []Option) *Lock {
 	l := newLock(name)
 	o := lockOptions{wait: -1}
 	for _, opt := range opts {
@@ -279,6 +306,8 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 		Lease:    o.lease,
 		Watchdog: o.lease == 0,
 		Wait:     o.wait,
+		Kind:     kind,
+		Mode:     mode,
 	}
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout

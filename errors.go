@@ -35,4 +35,8 @@ var (
 	// promoted replica may grant the lock to someone else. The hold ends at
 	// once instead of at its deadline.
 	ErrFailover = lockactor.ErrFailover
+	// ErrWrongKind: the name is held or queued as another kind of lock.
+	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
+	// use as one kind refuses the others at once.
+	ErrWrongKind = lockactor.ErrWrongKind
 )

@@ -1,12 +1,19 @@
 module github.com/holdfast/holdfast
 
-go 1.26.8
+go 1.25.0
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9
+	github.com/benbjohnson/clock v1.3.5
+	github.com/redis/rueidis v1.0.79
+	github.com/yuin/gopher-lua v1.1.2
+	go.uber.org/goleak v1.3.0
+	pgregory.net/rapid v1.3.0
+)
 
 require (
 	github.com/Workiva/go-datastructures v1.1.3 // indirect
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
-	github.com/asynkron/protoactor-go v0.0.0-20240822202345-3c0e61ca19c9 // indirect
-	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.2.0 // indirect
 	github.com/emirpasic/gods v1.18.1 // indirect
@@ -22,17 +29,13 @@ require (
 	github.com/prometheus/client_model v0.5.0 // indirect
 	github.com/prometheus/common v0.44.0 // indirect
 	github.com/prometheus/procfs v0.11.1 // indirect
-	github.com/redis/rueidis v1.0.79 // indirect
 	github.com/twmb/murmur3 v1.1.8 // indirect
-	github.com/yuin/gopher-lua v1.1.2 // indirect
 	go.opentelemetry.io/otel v1.21.0 // indirect
 	go.opentelemetry.io/otel/exporters/prometheus v0.44.0 // indirect
 	go.opentelemetry.io/otel/metric v1.21.0 // indirect
 	go.opentelemetry.io/otel/sdk v1.21.0 // indirect
 	go.opentelemetry.io/otel/sdk/metric v1.21.0 // indirect
 	go.opentelemetry.io/otel/trace v1.21.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sys v0.47.0 // indirect
 	google.golang.org/protobuf v1.33.0 // indirect
-	pgregory.net/rapid v1.3.0 // indirect
 )

@@ -10,7 +10,6 @@ import (
 	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/renewal"
-	"github.com/holdfast/holdfast/scripts"
 	"github.com/holdfast/holdfast/timerwheel"
 )
 
@@ -18,7 +17,6 @@ import (
 type lockActor struct {
 	sys  *System
 	name string
-	key  string
 	self *protoactor.PID
 
 	m       *lockactor.Machine
@@ -62,8 +60,7 @@ func newLockActor(s *System, name string) *lockActor {
 	return &lockActor{
 		sys:  s,
 		name: name,
-		key:  scripts.LockKey(name),
-		m:    lockactor.New(s.cfg.Machine),
+		m:    lockactor.New(name, s.cfg.Machine),
 	}
 }
 
@@ -176,29 +173,18 @@ func (a *lockActor) reply(msg lockactor.Msg) {
 func (a *lockActor) apply(e lockactor.Effect) {
 	s := a.sys
 	switch e.Kind {
-	case lockactor.EffAcquire:
-		a.fields.set(e.Field, struct{}{})
-		name, op, field, lease, expected := a.name, e.Op, e.Field, e.Lease, e.Expected
+	case lockactor.EffCall:
+		if e.Field != "" {
+			a.fields.set(e.Field, struct{}{})
+		}
+		op, c := e.Op, e.Call
 		s.call(func(ctx context.Context) {
-			res, err := s.cfg.Redis.Acquire(ctx, name, field, lease, expected)
-			a.reply(lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
-		})
-	case lockactor.EffRelease:
-		name, op, field, expected := a.name, e.Op, e.Field, e.Expected
-		s.call(func(ctx context.Context) {
-			left, err := s.cfg.Redis.Release(ctx, name, field, expected)
-			a.reply(lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: left, Err: err, Fault: s.cfg.Redis.Classify(err)})
-		})
-	case lockactor.EffHandoff:
-		a.fields.set(e.To, struct{}{})
-		name, op, from, to, lease := a.name, e.Op, e.Field, e.To, e.Lease
-		s.call(func(ctx context.Context) {
-			left, res, err := s.cfg.Redis.Handoff(ctx, name, from, to, lease)
-			a.reply(lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Left: left, Acquire: res, Err: err, Fault: s.cfg.Redis.Classify(err)})
+			vals, err := s.cfg.Redis.Call(ctx, c)
+			a.reply(lockactor.Msg{Kind: lockactor.MsgReply, Op: op, Reply: vals, Err: err, Fault: s.cfg.Redis.Classify(err)})
 		})
 	case lockactor.EffRenew:
 		op := e.Op
-		s.cfg.Renewer.Add(renewal.Item{Key: a.key, Field: e.Field, Lease: e.Lease,
+		s.cfg.Renewer.Add(renewal.Item{Script: e.Script, Key: e.Key, Field: e.Field, Lease: e.Lease,
 			Done: func(sent time.Time, renewed bool, err error) {
 				fault := s.cfg.Redis.Classify(err)
 				if err == renewal.ErrClosed {
@@ -222,7 +208,7 @@ func (a *lockActor) apply(e lockactor.Effect) {
 		}
 	case lockactor.EffSubscribe:
 		if a.unsub == nil {
-			a.unsub = s.cfg.Subscriber.Subscribe(scripts.Channel(a.name), a.onEvent)
+			a.unsub = s.cfg.Subscriber.Subscribe(e.Channel, a.onEvent)
 		}
 	case lockactor.EffUnsubscribe:
 		if a.unsub != nil {
@@ -279,10 +265,11 @@ func (a *lockActor) abandon(err error) {
 		h.val.Lost(err)
 	}
 	s := a.sys
+	kind, env := a.m.Kind(), a.m.Env()
 	for _, f := range a.fields.entries {
-		field, name := f.key, a.name
+		c := kind.Release(env, f.key, 0)
 		s.call(func(ctx context.Context) {
-			s.cfg.Redis.Release(ctx, name, field, 0)
+			s.cfg.Redis.Call(ctx, c)
 		})
 	}
 	a.fields.reset()

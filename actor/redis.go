@@ -3,9 +3,8 @@ package actor
 import (
 	"context"
 	"errors"
-	"strconv"
+	"fmt"
 	"strings"
-	"time"
 
 	"github.com/redis/rueidis"
 
@@ -13,17 +12,13 @@ import (
 	"github.com/holdfast/holdfast/scripts"
 )
 
-// Redis is what the runtime needs from a Redis deployment: the lock
-// scripts. Production uses Rueidis; the simulator in package sim supplies its
-// own. Implementations must be safe for concurrent use.
+// Redis is what the runtime needs from a Redis deployment: a way to run the
+// lock scripts. Production uses Rueidis; the simulator in package sim
+// supplies its own. Implementations must be safe for concurrent use.
 type Redis interface {
-	Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error)
-	Release(ctx context.Context, name, field string, expected int64) (left int64, err error)
-	// Handoff releases from (count 1) and acquires for to in one call: the
-	// release's outcome, then the acquire's.
-	Handoff(ctx context.Context, name, from, to string, lease time.Duration) (left int64, acquire lockactor.AcquireResult, err error)
-	// Renew runs the batched renew script; args are field, lease-ms pairs.
-	Renew(ctx context.Context, keys, args []string) ([]bool, error)
+	// Call runs one script call and returns its integer or integer-array
+	// reply as a slice (one element for an integer).
+	Call(ctx context.Context, c scripts.Call) ([]int64, error)
 	// Group names the batch group of a lock key for renewals (the cluster
 	// slot), or nil when every key may share one call.
 	Group() func(key string) uint16
@@ -34,52 +29,47 @@ type Redis interface {
 // Rueidis runs the scripts on a rueidis client, by EVALSHA with an EVAL
 // fallback, so concurrent calls share round trips through auto-pipelining.
 type Rueidis struct {
-	client                           rueidis.Client
-	acquire, release, renew, handoff *rueidis.Lua
+	client rueidis.Client
+	lua    map[*scripts.Script]*rueidis.Lua
 }
 
 // NewRueidis returns the scripts bound to client.
 func NewRueidis(client rueidis.Client) *Rueidis {
-	return &Rueidis{
-		client:  client,
-		acquire: rueidis.NewLuaScript(scripts.Acquire),
-		release: rueidis.NewLuaScript(scripts.Release),
-		renew:   rueidis.NewLuaScript(scripts.Renew),
-		handoff: rueidis.NewLuaScript(scripts.Handoff),
+	r := &Rueidis{client: client, lua: make(map[*scripts.Script]*rueidis.Lua)}
+	for _, s := range scripts.All() {
+		r.lua[s] = rueidis.NewLuaScript(s.Src)
 	}
+	return r
 }
 
-// Acquire implements Redis.
-func (r *Rueidis) Acquire(ctx context.Context, name, field string, lease time.Duration, expected int64) (lockactor.AcquireResult, error) {
-	keys := scripts.GrantKeys(name)
-	args := []string{field, millis(lease), strconv.FormatInt(expected, 10)}
-	vals, err := r.acquire.Exec(ctx, r.client, keys, args).AsIntSlice()
+// Call implements Redis: the one place a script call meets rueidis.
+func (r *Rueidis) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
+	lua := r.lua[c.Script]
+	if lua == nil {
+		return nil, fmt.Errorf("holdfast: script %q not registered with scripts.NewScript", c.Script.Name)
+	}
+	msg, err := lua.Exec(ctx, r.client, c.Keys, c.Args).ToMessage()
 	if err != nil {
-		return lockactor.AcquireResult{}, err
+		return nil, err
 	}
-	return lockactor.DecodeAcquire(vals)
+	return ints(msg)
 }
 
-// Release implements Redis.
-func (r *Rueidis) Release(ctx context.Context, name, field string, expected int64) (int64, error) {
-	keys := []string{scripts.LockKey(name)}
-	args := []string{field, strconv.FormatInt(expected, 10), scripts.Channel(name)}
-	return r.release.Exec(ctx, r.client, keys, args).AsInt64()
-}
-
-// Handoff implements Redis.
-func (r *Rueidis) Handoff(ctx context.Context, name, from, to string, lease time.Duration) (int64, lockactor.AcquireResult, error) {
-	keys := scripts.GrantKeys(name)
-	vals, err := r.handoff.Exec(ctx, r.client, keys, []string{from, to, millis(lease)}).AsIntSlice()
-	if err != nil {
-		return 0, lockactor.AcquireResult{}, err
+// ints turns an integer or integer-array reply into a slice.
+func ints(msg rueidis.RedisMessage) ([]int64, error) {
+	if !msg.IsArray() {
+		n, err := msg.AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		return []int64{n}, nil
 	}
-	return lockactor.DecodeHandoff(vals)
+	return msg.AsIntSlice()
 }
 
-// Renew implements Redis.
-func (r *Rueidis) Renew(ctx context.Context, keys, args []string) ([]bool, error) {
-	vals, err := r.renew.Exec(ctx, r.client, keys, args).AsIntSlice()
+// Renew runs a batch script of the renewal shape (see renewal.Exec).
+func (r *Rueidis) Renew(ctx context.Context, s *scripts.Script, keys, args []string) ([]bool, error) {
+	vals, err := r.Call(ctx, scripts.Call{Script: s, Keys: keys, Args: args})
 	if err != nil {
 		return nil, err
 	}
@@ -101,10 +91,12 @@ func (r *Rueidis) Group() func(string) uint16 {
 
 // Classify implements Redis. A Redis error reply means the script was
 // refused before it wrote anything (every script's first write follows its
-// reads, and OOM/READONLY refuse the first write): WRONGTYPE will be refused
-// again; the rest (OOM, READONLY after failover, LOADING, BUSY, MASTERDOWN…)
-// may pass later. Anything else — timeouts, broken connections — may have
-// run.
+// reads, and OOM/READONLY refuse the first write). Replies that only a
+// change of configuration or data can fix — ACL denials, unknown commands,
+// WRONGTYPE, script errors, authentication — are Permanent: retrying them
+// would make a misconfiguration look like contention. The rest (OOM,
+// READONLY after failover, LOADING, BUSY, MASTERDOWN, TRYAGAIN…) may pass
+// later. Anything else — timeouts, broken connections — may have run.
 func (r *Rueidis) Classify(err error) lockactor.Fault {
 	return ClassifyRueidis(err)
 }
@@ -115,7 +107,7 @@ func ClassifyRueidis(err error) lockactor.Fault {
 		return lockactor.NoFault
 	}
 	if rerr, ok := rueidis.IsRedisErr(err); ok {
-		if strings.HasPrefix(rerr.Error(), "WRONGTYPE") {
+		if permanentReply(rerr.Error()) {
 			return lockactor.Permanent
 		}
 		if strings.HasPrefix(rerr.Error(), "READONLY") {
@@ -129,12 +121,27 @@ func ClassifyRueidis(err error) lockactor.Fault {
 	return lockactor.Ambiguous
 }
 
-func millis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
+// permanentPrefixes start the error replies that the same call will get
+// again: the first word is the error code, and a script refused inside
+// Redis (an ACL denial of one of its commands, a runtime error) comes back
+// as ERR with the reason after it. rueidis may drop the "ERR " code, so it
+// is matched without it.
+var permanentPrefixes = []string{
+	"NOPERM", "NOAUTH", "WRONGPASS", "WRONGTYPE",
+	"unknown command", "unknown subcommand", "wrong number of arguments",
+	"The user executing the script can't run this command",
+	"Unknown Redis command called from script",
+	"user_script:", "Error running script", "Error compiling script",
+}
+
+func permanentReply(msg string) bool {
+	msg = strings.TrimPrefix(msg, "ERR ")
+	for _, p := range permanentPrefixes {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
 	}
-	return strconv.FormatInt(ms, 10)
+	return false
 }
 
 // Slot is the Redis Cluster slot of key (scripts.Slot).

@@ -1,8 +1,10 @@
 package lockactor
 
-import "github.com/holdfast/holdfast/scripts"
+import (
+	"errors"
 
-import "errors"
+	"github.com/holdfast/holdfast/scripts"
+)
 
 // The causes a request ends with. Package holdfast exports the same values
 // (holdfast.ErrReleased == lockactor.ErrReleased), so errors.Is works across.
@@ -16,4 +18,7 @@ var (
 	ErrInvalidOption = errors.New("holdfast: invalid option")
 	ErrNotHeld       = errors.New("holdfast: lock not held")
 	ErrFailover      = errors.New("holdfast: the Redis node holding the lock was demoted to a replica (failover); the promoted replica may grant the lock to others")
+	// ErrWrongKind: the name is held or queued as another kind of lock
+	// (Lock, FairLock, ReadLock/WriteLock share one name space).
+	ErrWrongKind = errors.New("holdfast: lock name in use as another kind of lock")
 )

@@ -32,7 +32,15 @@ type Config struct {
 	// HandoffLimit turns handoffs off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// WaiterTimeout is how long a waiter's place in a queue kept by Redis
+	// (the fair lock's) outlives its last keep-alive: a dead process's
+	// waiters leave the queue after it. Live waiters renew their places
+	// every WaiterTimeout/3. Default 5s.
+	WaiterTimeout time.Duration
 }
+
+// DefaultWaiterTimeout is Config.WaiterTimeout's default.
+const DefaultWaiterTimeout = 5 * time.Second
 
 func (c *Config) setDefaults() {
 	if c.NoTTLRetry <= 0 {
@@ -49,6 +57,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.HandoffWindow <= 0 {
 		c.HandoffWindow = 10 * time.Millisecond
+	}
+	if c.WaiterTimeout <= 0 {
+		c.WaiterTimeout = DefaultWaiterTimeout
 	}
 }
 
@@ -99,10 +110,30 @@ const (
 	opHandoff // the final release of the owner, handing the lock to a local waiter
 )
 
+// opSlot is the one Redis operation an owner has in flight (or waiting to
+// be repeated): owners change their count in Redis one call at a time, so
+// that each call states the count it expects.
+type opSlot struct {
+	kind     opKind
+	id       uint64   // Op of the call in flight; 0 drops its reply
+	req      *request // nil for an undo or a shutdown release
+	expected int64
+	sent     time.Time
+	retried  bool          // the op repeats an ambiguous one
+	unsure   bool          // the op's last try may or may not have run
+	backoff  time.Duration // next delay if the op fails again
+}
+
+// start makes the slot carry a new op of kind for r, expecting count.
+func (s *opSlot) start(kind opKind, id uint64, r *request, expected int64, now time.Time) {
+	s.kind, s.id, s.req, s.expected, s.sent, s.retried, s.unsure = kind, id, r, expected, now, false, false
+}
+
 // owner is the hold of one owner field in Redis, as this machine believes it.
 type owner struct {
 	gen      uint64
 	field    string
+	mode     uint8 // the Mode of the request that first granted the hold
 	count    int64 // the owner's reentry count in Redis
 	token    uint64
 	lease    time.Duration
@@ -111,16 +142,9 @@ type owner struct {
 	held     []*request // requests holding the lock through this owner
 	waiting  []*request // reentries and releases waiting for the op slot, in order
 
-	op         opKind
-	opID       uint64
-	opReq      *request // nil for an undo or a shutdown release
-	opExpected int64
-	opSent     time.Time
-	opRetried  bool          // the op repeats an ambiguous one
-	opUnsure   bool          // the op's last try may or may not have run
-	backoff    time.Duration // next delay if the op fails again
-	undoUntil  time.Time     // undo owners: a possible grant has expired by then
-	undo       bool
+	op        opSlot
+	undoUntil time.Time // undo owners: a possible grant has expired by then
+	undo      bool
 
 	renewNext     time.Time // next renewal on the absolute grid sent + k*lease/3
 	renewInFlight bool
@@ -148,7 +172,9 @@ const (
 // runtime must carry out. A Machine is not safe for concurrent use; its one
 // owner is the actor that runs it.
 type Machine struct {
-	cfg Config
+	cfg  Config
+	env  Env
+	kind *Kind // the kind of every live request and owner
 
 	// Small slices rather than maps: a lock has few requests and owners at
 	// a time, and a client may hold a hundred thousand locks.
@@ -158,12 +184,11 @@ type Machine struct {
 	nextID uint64
 
 	// The one acquire attempt in flight for the head of queue.
-	attemptOp   uint64
-	attemptReq  *request
-	attemptSent time.Time
-	attemptWoke bool // a wake-up arrived while the attempt was in flight
-	// attemptHandoff: the attempt is the acquire half of a handoff.
-	attemptHandoff bool
+	att attempt
+	// queued is the pending request whose place in a queue kept by Redis
+	// the machine keeps alive (Kind.KeepAlive), keepOp its keep-alive call.
+	queued *request
+	keepOp uint64
 
 	// streak counts the handoffs since the lock was last granted fresh from
 	// Redis, at streakStart.
@@ -173,24 +198,46 @@ type Machine struct {
 	blocked  bool // the lock is held elsewhere; wait for a wake-up or the retry timer
 	backoff  time.Duration
 	sub      subState
+	channel  string // the channel subscribed to, while sub != subNone
 	shutdown error
 
 	out []Effect
 }
 
-// New returns an empty machine.
-func New(cfg Config) *Machine {
+// attempt is the fresh acquire in flight for the head of the queue.
+type attempt struct {
+	op   uint64
+	req  *request // nil: none in flight
+	sent time.Time
+	woke bool // a wake-up arrived while the attempt was in flight
+	// handoff: the attempt is the acquire half of a handoff.
+	handoff bool
+}
+
+// New returns an empty machine for the lock name.
+func New(name string, cfg Config) *Machine {
 	cfg.setDefaults()
-	return &Machine{
+	m := &Machine{
 		cfg:     cfg,
+		kind:    Reentrant,
 		backoff: cfg.Backoff,
 	}
+	m.env = Env{Name: name, Cfg: &m.cfg}
+	return m
 }
+
+// Kind returns the kind of lock the machine serves now. A runtime that
+// lost the machine's state releases the fields it may have written with
+// this kind's Release.
+func (m *Machine) Kind() *Kind { return m.kind }
+
+// Env returns what the kind's call builders need.
+func (m *Machine) Env() Env { return m.env }
 
 // Idle reports whether the machine holds nothing, waits for nothing and has
 // nothing in flight, so that its actor may stop.
 func (m *Machine) Idle() bool {
-	return len(m.reqs) == 0 && len(m.owners) == 0 && m.attemptReq == nil && m.sub == subNone
+	return len(m.reqs) == 0 && len(m.owners) == 0 && m.att.req == nil && m.sub == subNone
 }
 
 // Step applies one input at time now and returns the effects to carry out,
@@ -222,12 +269,8 @@ func (m *Machine) step(now time.Time, msg Msg) {
 		m.release(now, msg.ID)
 	case MsgShutdown:
 		m.close(now, msg.Err)
-	case MsgAcquireReply:
-		m.acquireReply(now, msg)
-	case MsgReleaseReply:
-		m.releaseReply(now, msg)
-	case MsgHandoffReply:
-		m.handoffReply(now, msg)
+	case MsgReply:
+		m.reply(now, msg)
 	case MsgRenewReply:
 		m.renewReply(now, msg)
 	case MsgTimer:
@@ -285,6 +328,12 @@ func (m *Machine) cancelTimer(kind TimerKind, id uint64) {
 
 func (m *Machine) id() uint64 { m.nextID++; return m.nextID }
 
+// call emits a script call answered with op; field is the owner field it
+// may grant, if any.
+func (m *Machine) call(op uint64, c scripts.Call, field string) {
+	m.emit(Effect{Kind: EffCall, Op: op, Call: c, Field: field})
+}
+
 // --- requests ---
 
 func (m *Machine) enqueue(now time.Time, req Request) {
@@ -293,6 +342,14 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 	if m.shutdown != nil {
 		m.finish(r, m.shutdown)
 		return
+	}
+	if k := kindOf(&req); k != m.kind {
+		if len(m.reqs) > 1 || len(m.owners) > 0 || m.att.req != nil {
+			// Busy as another kind, which Redis would refuse too.
+			m.finish(r, ErrWrongKind)
+			return
+		}
+		m.kind = k
 	}
 	if req.Wait > 0 {
 		m.schedule(TimerWait, uint64(req.ID), now.Add(req.Wait))
@@ -309,7 +366,7 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 func (m *Machine) end(now time.Time, r *request, err error) {
 	switch r.state {
 	case statePending:
-		if o := m.ownerOf(r.Field); r == m.attemptReq || (o != nil && o.opReq == r) {
+		if o := m.ownerOf(r.Field); r == m.att.req || (o != nil && o.op.req == r) {
 			// The outcome of its acquire is in flight; decide when it lands.
 			r.ending, r.endErr = true, err
 			return
@@ -369,6 +426,7 @@ func (m *Machine) finish(r *request, err error) {
 	if r.Wait > 0 {
 		m.cancelTimer(TimerWait, uint64(r.ID))
 	}
+	m.unqueue(r)
 	if r.releaseAsked {
 		var rerr error
 		if r.state != statePending && err != ErrReleased {
@@ -409,11 +467,8 @@ func (m *Machine) removeWaiting(r *request) {
 // it, and keeps the channel subscription in step with the queue.
 func (m *Machine) kick(now time.Time) {
 	if len(m.queue) == 0 {
-		if m.attemptReq == nil {
-			if m.sub != subNone {
-				m.sub = subNone
-				m.emit(Effect{Kind: EffUnsubscribe})
-			}
+		if m.att.req == nil {
+			m.unsubscribe()
 			if m.blocked {
 				m.blocked = false
 				m.cancelTimer(TimerRetry, 0)
@@ -421,20 +476,36 @@ func (m *Machine) kick(now time.Time) {
 		}
 		return
 	}
-	if m.attemptReq != nil {
+	if m.att.req != nil {
 		m.failTryOnce(false)
 		return
 	}
-	if len(m.owners) > 0 || m.blocked {
+	r := m.queue[0]
+	if m.blocked || !m.mayAttempt(r) {
 		// Held here or elsewhere: a try-once request cannot be granted now.
 		m.failTryOnce(true)
 		return
 	}
-	r := m.queue[0]
-	m.attemptReq, m.attemptSent, m.attemptWoke, m.attemptHandoff = r, now, false, false
-	m.attemptOp = m.id()
-	m.emit(Effect{Kind: EffAcquire, Op: m.attemptOp, Field: r.Field, Lease: r.Lease})
+	m.att = attempt{op: m.id(), req: r, sent: now}
+	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field)
 	m.failTryOnce(false)
+}
+
+// mayAttempt applies the kind's policy to the head request r.
+func (m *Machine) mayAttempt(r *request) bool {
+	if m.kind.MayAttempt == nil {
+		return len(m.owners) == 0
+	}
+	return m.kind.MayAttempt(&r.Request, m.holds)
+}
+
+// holds yields this client's holds on the name, for Kind.MayAttempt.
+func (m *Machine) holds(yield func(Hold) bool) {
+	for _, o := range m.owners {
+		if !yield(Hold{Field: o.field, Mode: o.mode, Count: o.count}) {
+			return
+		}
+	}
 }
 
 // failTryOnce ends the try-once requests that would have to wait: all of them
@@ -443,7 +514,7 @@ func (m *Machine) failTryOnce(all bool) {
 	keep := m.queue[:0]
 	var failed []*request
 	for _, r := range m.queue {
-		if r.tryOnce && (all || r != m.attemptReq) && !r.ambiguous {
+		if r.tryOnce && (all || r != m.att.req) && !r.ambiguous {
 			failed = append(failed, r)
 			continue
 		}
@@ -458,22 +529,51 @@ func (m *Machine) failTryOnce(all bool) {
 	}
 }
 
-func (m *Machine) acquireReply(now time.Time, msg Msg) {
-	if msg.Op == m.attemptOp && m.attemptReq != nil {
-		m.attemptReply(now, msg)
+// reply routes the reply of a script call to the op that made it, decoding
+// it with the kind's decoder for that op. A reply that does not decode
+// counts as a transient failure.
+func (m *Machine) reply(now time.Time, msg Msg) {
+	for _, o := range m.owners {
+		if o.op.id != msg.Op || o.op.kind == opNone {
+			continue
+		}
+		switch o.op.kind {
+		case opAcquire:
+			var res AcquireResult
+			res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+			m.reentryReply(now, o, msg, res)
+		case opRelease:
+			var left int64
+			left, msg.Fault, msg.Err = decode(m.kind.DecodeRelease, msg)
+			m.releaseReply(now, o, msg, left)
+		case opHandoff:
+			m.handoffReply(now, o, msg)
+		}
 		return
 	}
-	for _, o := range m.owners {
-		if o.op == opAcquire && o.opID == msg.Op {
-			m.reentryReply(now, o, msg)
-			return
-		}
+	if msg.Op == m.att.op && m.att.req != nil {
+		var res AcquireResult
+		res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+		m.attemptReply(now, msg, res)
 	}
 }
 
-func (m *Machine) attemptReply(now time.Time, msg Msg) {
-	r, sent, woke, handoff := m.attemptReq, m.attemptSent, m.attemptWoke, m.attemptHandoff
-	m.attemptReq, m.attemptHandoff = nil, false
+// decode applies a kind's decoder to a successful reply.
+func decode[T any](fn func([]int64) (T, error), msg Msg) (T, Fault, error) {
+	var zero T
+	if msg.Fault != NoFault {
+		return zero, msg.Fault, msg.Err
+	}
+	v, err := fn(msg.Reply)
+	if err != nil {
+		return zero, Transient, err
+	}
+	return v, NoFault, nil
+}
+
+func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
+	r, sent, woke, handoff := m.att.req, m.att.sent, m.att.woke, m.att.handoff
+	m.att = attempt{op: m.att.op}
 	switch msg.Fault {
 	case Ambiguous, Transient, Demoted:
 		if msg.Fault == Ambiguous {
@@ -495,11 +595,12 @@ func (m *Machine) attemptReply(now time.Time, msg Msg) {
 		return
 	}
 	m.backoff = m.cfg.Backoff
-	res := msg.Acquire
 	switch res.Code {
-	case scripts.AcquireGranted:
+	case Granted:
 		m.removeWaiting(r)
+		m.unqueue(r)
 		o := m.newOwner(r.Field, res.Count, res.Token)
+		o.mode = r.Mode
 		deadline := Validity(sent, r.Lease)
 		if r.ending || !deadline.After(now.Add(m.cfg.Slack)) {
 			// Granted to a request that gave up, or too late to be of use.
@@ -529,30 +630,39 @@ func (m *Machine) attemptReply(now time.Time, msg Msg) {
 		}
 		m.queue = keep
 		m.nextOp(now, o)
-	case scripts.AcquireHeld:
-		r.ambiguous = false
+	case Held:
+		// A kind that queues waiters in Redis left a place for r there,
+		// unless r only tried once.
+		r.ambiguous = m.kind.KeepAlive != nil && !r.tryOnce
 		if r.ending || r.tryOnce {
 			err := r.endErr
 			if !r.ending {
 				err = ErrWaitTimeout
 			}
+			if r.ambiguous {
+				m.undo(now, r.Field, 1, now.Add(m.cfg.WaiterTimeout))
+			}
 			m.removeWaiting(r)
 			m.finish(r, err)
+		} else if r.ambiguous {
+			m.keepPlace(now, r)
 		}
 		if woke {
 			// A release was announced while the attempt was in flight: it may
 			// have come after the script ran. Try again at once.
 			return
 		}
-		if m.sub == subNone && len(m.queue) > 0 {
-			m.sub = subPending
-			m.emit(Effect{Kind: EffSubscribe})
+		if len(m.queue) > 0 {
+			m.subscribe(m.queue[0])
 		}
 		sleep := res.PTTL
 		if sleep <= 0 {
 			sleep = m.cfg.NoTTLRetry
 		}
 		m.blockFor(now, sleep)
+	case Refused:
+		m.removeWaiting(r)
+		m.finish(r, res.Err)
 	default:
 		// The owner's count in Redis is not zero though this client holds
 		// nothing under it: another process writes with the same ClientID.
@@ -574,12 +684,29 @@ func (m *Machine) blockFor(now time.Time, d time.Duration) {
 }
 
 func (m *Machine) wake(now time.Time) {
-	if m.attemptReq != nil {
-		m.attemptWoke = true
+	if m.att.req != nil {
+		m.att.woke = true
 		return
 	}
 	if m.blocked {
 		m.blocked = false
 		m.cancelTimer(TimerRetry, 0)
+	}
+}
+
+// subscribe starts interest in the kind's channel for the waiters of r's
+// client, unless already subscribed.
+func (m *Machine) subscribe(r *request) {
+	if m.sub != subNone {
+		return
+	}
+	m.sub, m.channel = subPending, m.kind.Channel(m.env.Name, scripts.ClientOfField(r.Field))
+	m.emit(Effect{Kind: EffSubscribe, Channel: m.channel})
+}
+
+func (m *Machine) unsubscribe() {
+	if m.sub != subNone {
+		m.sub = subNone
+		m.emit(Effect{Kind: EffUnsubscribe, Channel: m.channel})
 	}
 }

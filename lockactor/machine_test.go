@@ -2,6 +2,7 @@ package lockactor
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,7 +21,7 @@ type driver struct {
 }
 
 func newDriver(t *testing.T) *driver {
-	return &driver{t: t, m: New(Config{Slack: 10 * time.Millisecond}), now: t0}
+	return &driver{t: t, m: New("n", Config{Slack: 10 * time.Millisecond}), now: t0}
 }
 
 func (d *driver) step(msg Msg) []Effect {
@@ -31,24 +32,77 @@ func (d *driver) enqueue(id ReqID, field string, wait time.Duration) []Effect {
 	return d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: id, Field: field, Lease: lease, Watchdog: true, Wait: wait}})
 }
 
-func one(t *testing.T, effs []Effect, kind EffectKind) Effect {
+// Script calls, told apart by their script, for one, none and indexOf.
+const (
+	EffAcquire EffectKind = 100 + iota
+	EffRelease
+	EffHandoff
+)
+
+// kindOf names an effect for the tests: a call by its script.
+func effKind(e Effect) EffectKind {
+	if e.Kind != EffCall {
+		return e.Kind
+	}
+	switch e.Call.Script {
+	case scripts.AcquireScript:
+		return EffAcquire
+	case scripts.ReleaseScript:
+		return EffRelease
+	case scripts.HandoffScript:
+		return EffHandoff
+	}
+	return e.Kind
+}
+
+// eff is an effect with its script call's arguments decoded.
+type eff struct {
+	Effect
+	Field, To string
+	Expected  int64
+	Lease     time.Duration
+}
+
+func decoded(e Effect) eff {
+	out := eff{Effect: e, Field: e.Field, Lease: e.Lease}
+	if e.Kind != EffCall {
+		return out
+	}
+	a := e.Call.Args
+	ms := func(s string) time.Duration {
+		n, _ := strconv.ParseInt(s, 10, 64)
+		return time.Duration(n) * time.Millisecond
+	}
+	num := func(s string) int64 { n, _ := strconv.ParseInt(s, 10, 64); return n }
+	switch effKind(e) {
+	case EffAcquire:
+		out.Field, out.Lease, out.Expected = a[0], ms(a[1]), num(a[2])
+	case EffRelease:
+		out.Field, out.Expected = a[0], num(a[1])
+	case EffHandoff:
+		out.Field, out.To, out.Lease = a[0], a[1], ms(a[2])
+	}
+	return out
+}
+
+func one(t *testing.T, effs []Effect, kind EffectKind) eff {
 	t.Helper()
 	var found []Effect
 	for _, e := range effs {
-		if e.Kind == kind {
+		if effKind(e) == kind {
 			found = append(found, e)
 		}
 	}
 	if len(found) != 1 {
 		t.Fatalf("want exactly one %v effect, got %d in %v", kind, len(found), kinds(effs))
 	}
-	return found[0]
+	return decoded(found[0])
 }
 
 func none(t *testing.T, effs []Effect, kind EffectKind) {
 	t.Helper()
 	for _, e := range effs {
-		if e.Kind == kind {
+		if effKind(e) == kind {
 			t.Fatalf("want no %v effect, got %v", kind, kinds(effs))
 		}
 	}
@@ -56,7 +110,7 @@ func none(t *testing.T, effs []Effect, kind EffectKind) {
 
 func indexOf(effs []Effect, kind EffectKind) int {
 	for i, e := range effs {
-		if e.Kind == kind {
+		if effKind(e) == kind {
 			return i
 		}
 	}
@@ -66,17 +120,21 @@ func indexOf(effs []Effect, kind EffectKind) int {
 func kinds(effs []Effect) []string {
 	var out []string
 	for _, e := range effs {
+		if e.Kind == EffCall {
+			out = append(out, e.Call.Script.Name)
+			continue
+		}
 		out = append(out, e.Kind.String())
 	}
 	return out
 }
 
 func granted(op uint64, count int64, token uint64) Msg {
-	return Msg{Kind: MsgAcquireReply, Op: op, Acquire: AcquireResult{Code: scripts.AcquireGranted, Count: count, Token: token}}
+	return Msg{Kind: MsgReply, Op: op, Reply: []int64{scripts.AcquireGranted, count, int64(token)}}
 }
 
 func held(op uint64, pttl time.Duration) Msg {
-	return Msg{Kind: MsgAcquireReply, Op: op, Acquire: AcquireResult{Code: scripts.AcquireHeld, PTTL: pttl}}
+	return Msg{Kind: MsgReply, Op: op, Reply: []int64{scripts.AcquireHeld, pttl.Milliseconds()}}
 }
 
 func TestUncontendedAcquireRenewRelease(t *testing.T) {
@@ -133,7 +191,7 @@ func TestUncontendedAcquireRenewRelease(t *testing.T) {
 	if rel.Expected != 1 {
 		t.Fatalf("release expected %d, want 1", rel.Expected)
 	}
-	effs = d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0})
+	effs = d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{0}})
 	if one(t, effs, EffReleaseDone).Err != nil || indexOf(effs, EffReleaseDone) > indexOf(effs, EffLost) {
 		t.Fatalf("release reply effects %v: want release-done(nil) before lost", kinds(effs))
 	}
@@ -182,8 +240,7 @@ func TestWaiterSubscribesSleepsAtMostPTTLAndWakes(t *testing.T) {
 }
 
 func handedOff(op uint64, left int64, token uint64) Msg {
-	return Msg{Kind: MsgHandoffReply, Op: op, Left: left,
-		Acquire: AcquireResult{Code: scripts.AcquireGranted, Count: 1, Token: token}}
+	return Msg{Kind: MsgReply, Op: op, Reply: []int64{left, scripts.AcquireGranted, 1, int64(token)}}
 }
 
 // holdWithWaiters grants request 1 (c:a) and queues requests 2..n behind it.
@@ -225,7 +282,7 @@ func TestLocalHandoff(t *testing.T) {
 }
 
 func TestHandoffStreakEndsAndYields(t *testing.T) {
-	d := &driver{t: t, m: New(Config{Slack: 10 * time.Millisecond, HandoffLimit: 2}), now: t0}
+	d := &driver{t: t, m: New("n", Config{Slack: 10 * time.Millisecond, HandoffLimit: 2}), now: t0}
 	holdWithWaiters(t, d, 4)
 	for id := ReqID(1); id <= 2; id++ {
 		h := one(t, d.step(Msg{Kind: MsgRelease, ID: id}), EffHandoff)
@@ -234,7 +291,7 @@ func TestHandoffStreakEndsAndYields(t *testing.T) {
 	// Two handoffs in a row: the third release goes to Redis, and waiter 4
 	// waits for its announcement instead of taking the lock straight back.
 	rel := one(t, d.step(Msg{Kind: MsgRelease, ID: 3}), EffRelease)
-	effs := d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0})
+	effs := d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{0}})
 	none(t, effs, EffAcquire)
 	one(t, effs, EffSubscribe)
 	acq := one(t, d.step(Msg{Kind: MsgSubscribed}), EffAcquire)
@@ -258,7 +315,7 @@ func TestAmbiguousHandoffRepeatsTheRelease(t *testing.T) {
 	d := newDriver(t)
 	holdWithWaiters(t, d, 2)
 	h := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffHandoff)
-	effs := d.step(Msg{Kind: MsgHandoffReply, Op: h.Op, Fault: Ambiguous, Err: errors.New("timeout")})
+	effs := d.step(Msg{Kind: MsgReply, Op: h.Op, Fault: Ambiguous, Err: errors.New("timeout")})
 	none(t, effs, EffLost)
 	var retry Effect
 	for _, e := range effs {
@@ -275,7 +332,7 @@ func TestAmbiguousHandoffRepeatsTheRelease(t *testing.T) {
 		t.Fatalf("repeat %+v, want the final release of c:a", rel)
 	}
 	// The handoff had run: the release finds nothing, which settles it.
-	effs = d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: scripts.ReleaseNotOwner})
+	effs = d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{scripts.ReleaseNotOwner}})
 	if l := one(t, effs, EffLost); l.ID != 1 || !errors.Is(l.Err, ErrReleased) {
 		t.Fatalf("releaser lost %+v", l)
 	}
@@ -294,8 +351,7 @@ func TestHandoffAfterTheHoldWasLost(t *testing.T) {
 	d := newDriver(t)
 	holdWithWaiters(t, d, 2)
 	h := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffHandoff)
-	effs := d.step(Msg{Kind: MsgHandoffReply, Op: h.Op, Left: scripts.ReleaseNotOwner,
-		Acquire: AcquireResult{Code: scripts.AcquireHeld, PTTL: time.Second}})
+	effs := d.step(Msg{Kind: MsgReply, Op: h.Op, Reply: []int64{scripts.ReleaseNotOwner, scripts.AcquireHeld, 1000}})
 	if rd := one(t, effs, EffReleaseDone); !errors.Is(rd.Err, ErrNotOwner) {
 		t.Fatalf("release answered %v, want ErrNotOwner", rd.Err)
 	}
@@ -370,7 +426,7 @@ func TestCancelWhileAttemptInFlightUndoesTheGrant(t *testing.T) {
 	if d.m.Idle() {
 		t.Fatal("idle while the undo is in flight")
 	}
-	d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0})
+	d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{0}})
 	if !d.m.Idle() {
 		t.Fatal("not idle after the undo")
 	}
@@ -379,7 +435,7 @@ func TestCancelWhileAttemptInFlightUndoesTheGrant(t *testing.T) {
 func TestAmbiguousAttemptRepeatsThenUndoesOnGiveUp(t *testing.T) {
 	d := newDriver(t)
 	acq := one(t, d.enqueue(1, "c:a", time.Second), EffAcquire)
-	effs := d.step(Msg{Kind: MsgAcquireReply, Op: acq.Op, Fault: Ambiguous, Err: errors.New("timeout")})
+	effs := d.step(Msg{Kind: MsgReply, Op: acq.Op, Fault: Ambiguous, Err: errors.New("timeout")})
 	retry := one(t, effs, EffSchedule)
 	if retry.Timer.Kind != TimerRetry {
 		t.Fatalf("want a retry timer, got %+v", retry)
@@ -389,7 +445,7 @@ func TestAmbiguousAttemptRepeatsThenUndoesOnGiveUp(t *testing.T) {
 	if acq2.Expected != 0 || acq2.Field != acq.Field {
 		t.Fatalf("repeat %+v must carry the same arguments", acq2)
 	}
-	d.step(Msg{Kind: MsgAcquireReply, Op: acq2.Op, Fault: Ambiguous, Err: errors.New("timeout")})
+	d.step(Msg{Kind: MsgReply, Op: acq2.Op, Fault: Ambiguous, Err: errors.New("timeout")})
 	d.now = t0.Add(time.Second)
 	effs = d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerWait, 1}})
 	rel := one(t, effs, EffRelease)
@@ -400,7 +456,7 @@ func TestAmbiguousAttemptRepeatsThenUndoesOnGiveUp(t *testing.T) {
 		t.Fatalf("lost %v", l.Err)
 	}
 	// The release effect comes before Lost: it is sent before failure is reported.
-	if effs[len(effs)-1].Kind == EffRelease {
+	if effKind(effs[len(effs)-1]) == EffRelease {
 		t.Fatal("release sent after the failure was reported")
 	}
 }
@@ -420,13 +476,13 @@ func TestReentrySharesTokenAndBalances(t *testing.T) {
 	if rel.Expected != 2 {
 		t.Fatalf("inner release expected %d", rel.Expected)
 	}
-	effs := d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 1})
+	effs := d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{1}})
 	if l := one(t, effs, EffLost); l.ID != 2 {
 		t.Fatalf("lost %+v", l)
 	}
 	none(t, effs, EffCancelTimer) // the outer hold keeps its timers
 	rel = one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffRelease)
-	d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0})
+	d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{0}})
 	if !d.m.Idle() {
 		t.Fatal("not idle")
 	}
@@ -491,7 +547,7 @@ func TestShutdownReleasesHoldsAndEndsWaiters(t *testing.T) {
 		t.Fatalf("waiter lost %+v", l)
 	}
 	// No retry while closing.
-	effs = d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Fault: Ambiguous, Err: errors.New("down")})
+	effs = d.step(Msg{Kind: MsgReply, Op: rel.Op, Fault: Ambiguous, Err: errors.New("down")})
 	if l := one(t, effs, EffLost); l.ID != 1 || l.Err != ErrClosed {
 		t.Fatalf("holder lost %+v", l)
 	}
@@ -507,7 +563,7 @@ func TestWrongTypeEndsRequest(t *testing.T) {
 	d := newDriver(t)
 	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
 	wrong := errors.New("WRONGTYPE Operation against a key holding the wrong kind of value")
-	effs := d.step(Msg{Kind: MsgAcquireReply, Op: acq.Op, Fault: Permanent, Err: wrong})
+	effs := d.step(Msg{Kind: MsgReply, Op: acq.Op, Fault: Permanent, Err: wrong})
 	if l := one(t, effs, EffLost); !errors.Is(l.Err, wrong) {
 		t.Fatalf("lost %v", l.Err)
 	}
@@ -529,5 +585,66 @@ func TestFirstRenewalsShareTheGrid(t *testing.T) {
 		if got := firstRenewal(sent, lease); !got.Equal(base) || got.Before(sent) {
 			t.Fatalf("sent %v: first renewal %v, want %v", sent, got, base)
 		}
+	}
+}
+
+// testKind is a kind made in a test, as a new kind is made in its own file:
+// the reentrant lock's calls, with reentries in mode 2 refused by "Redis"
+// (the test answers them) and shared holds among mode-1 requests.
+var testKind = &Kind{
+	Name:    "test",
+	Acquire: Reentrant.Acquire,
+	DecodeAcquire: func(vals []int64) (AcquireResult, error) {
+		if len(vals) == 1 && vals[0] == -9 {
+			return AcquireResult{Code: Refused, Err: errTestRefused}, nil
+		}
+		return DecodeAcquire(vals)
+	},
+	Release:       Reentrant.Release,
+	DecodeRelease: Reentrant.DecodeRelease,
+	Renew:         scripts.RenewScript,
+	Channel:       Reentrant.Channel,
+	MayAttempt: func(head *Request, holds func(func(Hold) bool)) bool {
+		for h := range holds {
+			if h.Mode != 1 || head.Mode != 1 {
+				return false
+			}
+		}
+		return true
+	},
+}
+
+var errTestRefused = errors.New("refused by the kind")
+
+// TestKindPolicy: a kind's MayAttempt lets mode-1 requests of different
+// owners try while mode-1 holds exist, and a Refused reentry ends only the
+// request, not the owner's hold.
+func TestKindPolicy(t *testing.T) {
+	d := newDriver(t)
+	enq := func(id ReqID, field string, mode uint8) []Effect {
+		return d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: id, Field: field, Lease: lease, Watchdog: true, Wait: -1, Kind: testKind, Mode: mode}})
+	}
+	acq := one(t, enq(1, "c:a", 1), EffAcquire)
+	d.step(granted(acq.Op, 1, 1))
+	// A second mode-1 owner may try beside the first hold.
+	acq = one(t, enq(2, "c:b", 1), EffAcquire)
+	one(t, d.step(granted(acq.Op, 1, 2)), EffAcquired)
+	// A mode-2 owner may not.
+	none(t, enq(3, "c:c", 2), EffAcquire)
+	// A request of another kind is refused at once while the machine is busy.
+	effs := d.enqueue(4, "c:d", -1)
+	if lost := one(t, effs, EffLost); !errors.Is(lost.Err, ErrWrongKind) {
+		t.Fatalf("other kind ended with %v", lost.Err)
+	}
+	// A reentry of c:a refused by Redis ends that request only.
+	re := one(t, enq(5, "c:a", 2), EffAcquire)
+	effs = d.step(Msg{Kind: MsgReply, Op: re.Op, Reply: []int64{-9}})
+	if lost := one(t, effs, EffLost); lost.ID != 5 || !errors.Is(lost.Err, errTestRefused) {
+		t.Fatalf("refused reentry: %+v", lost)
+	}
+	// c:a still holds: its release expects count 1.
+	rel := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffRelease)
+	if rel.Field != "c:a" || rel.Expected != 1 {
+		t.Fatalf("release %q expected %d", rel.Field, rel.Expected)
 	}
 }

@@ -2,7 +2,6 @@ package lockactor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -23,6 +22,13 @@ type Request struct {
 	// Wait is the wait budget: < 0 waits until the lock is granted or the
 	// request is cancelled, 0 tries once, > 0 gives up after that long.
 	Wait time.Duration
+	// Kind is the kind of lock asked for; nil is Reentrant. A machine serves
+	// one kind at a time: a request of another kind while it is busy ends
+	// with ErrWrongKind at once, as Redis would refuse it.
+	Kind *Kind
+	// Mode is kind-defined (the read-write lock's read or write); 0 for
+	// kinds with one mode.
+	Mode uint8
 }
 
 // Handle is the caller's side of one request. The runtime calls its
@@ -66,10 +72,8 @@ const (
 	// MsgShutdown: the client is closing. Every request ends with Msg.Err; held
 	// ones are released with one attempt each, without retries.
 	MsgShutdown
-	// MsgAcquireReply: the reply to EffAcquire (Msg.Op, Msg.Acquire, Msg.Fault).
-	MsgAcquireReply
-	// MsgReleaseReply: the reply to EffRelease (Msg.Op, Msg.Left, Msg.Fault).
-	MsgReleaseReply
+	// MsgReply: the reply to EffCall (Msg.Op, Msg.Reply, Msg.Fault, Msg.Err).
+	MsgReply
 	// MsgRenewReply: the reply to EffRenew (Msg.Op is the owner generation,
 	// Msg.Sent the clock time before the renewal was sent, Msg.Renewed, Msg.Fault).
 	MsgRenewReply
@@ -84,9 +88,6 @@ const (
 	// MsgResync: the pub/sub connection was re-established; announcements may
 	// have been missed, so waiters re-check Redis at once.
 	MsgResync
-	// MsgHandoffReply: the reply to EffHandoff (Msg.Op, Msg.Left for the
-	// release, Msg.Acquire for the acquire, Msg.Fault).
-	MsgHandoffReply
 )
 
 // Fault classifies a failed Redis call.
@@ -112,46 +113,6 @@ const (
 	Demoted
 )
 
-// AcquireResult is the decoded reply of the acquire script.
-type AcquireResult struct {
-	Code  int64  // scripts.AcquireGranted, AcquireHeld or AcquireMismatch
-	Count int64  // reentry count after the grant, or the count found (mismatch)
-	Token uint64 // fencing token, when granted
-	PTTL  time.Duration
-}
-
-// DecodeAcquire decodes the acquire script's integer array reply.
-func DecodeAcquire(vals []int64) (AcquireResult, error) {
-	if len(vals) < 2 {
-		return AcquireResult{}, errMalformedAcquire
-	}
-	res := AcquireResult{Code: vals[0]}
-	switch vals[0] {
-	case scripts.AcquireGranted:
-		if len(vals) < 3 {
-			return res, errMalformedAcquire
-		}
-		res.Count, res.Token = vals[1], uint64(vals[2])
-	case scripts.AcquireHeld:
-		res.PTTL = time.Duration(vals[1]) * time.Millisecond
-	default:
-		res.Count = vals[1]
-	}
-	return res, nil
-}
-
-var errMalformedAcquire = errors.New("holdfast: malformed acquire reply")
-
-// DecodeHandoff decodes the handoff script's integer array reply: the
-// release's outcome, then the acquire's.
-func DecodeHandoff(vals []int64) (left int64, acquire AcquireResult, err error) {
-	if len(vals) < 3 {
-		return 0, AcquireResult{}, errMalformedAcquire
-	}
-	acquire, err = DecodeAcquire(vals[1:])
-	return vals[0], acquire, err
-}
-
 // Msg is one input of Step. Only the fields its Kind names are meaningful.
 type Msg struct {
 	Kind    MsgKind
@@ -160,8 +121,7 @@ type Msg struct {
 	Op      uint64
 	Err     error
 	Fault   Fault
-	Acquire AcquireResult
-	Left    int64
+	Reply   []int64 // the script's reply: one element for an integer reply
 	Renewed bool
 	Sent    time.Time
 	Timer   TimerKey
@@ -172,22 +132,23 @@ type EffectKind uint8
 
 // Outputs of Step, to be carried out by the runtime in order.
 const (
-	// EffAcquire: run the acquire script for Field with Lease and Expected;
-	// reply with MsgAcquireReply carrying Op.
-	EffAcquire EffectKind = iota + 1
-	// EffRelease: run the release script for Field with Expected; reply with
-	// MsgReleaseReply carrying Op.
-	EffRelease
-	// EffRenew: renew Field's lease (batched by the watchdog); reply with
-	// MsgRenewReply carrying Op and the time before the batch was sent.
+	// EffCall: run Call; reply with MsgReply carrying Op. Field, when set,
+	// is an owner field the call may grant: a runtime that loses the
+	// machine's state (a crash) releases it with the kind's Release.
+	EffCall EffectKind = iota + 1
+	// EffRenew: renew Field's lease on Key with the batch script Script
+	// (batched by the watchdog); reply with MsgRenewReply carrying Op and the
+	// time before the batch was sent. It also keeps waiters' places alive
+	// (Kind.KeepAlive).
 	EffRenew
 	// EffSchedule: fire MsgTimer{Timer} at At (never before). Replaces a
 	// pending timer with the same key.
 	EffSchedule
 	// EffCancelTimer: drop the pending timer with key Timer, if any.
 	EffCancelTimer
-	// EffSubscribe / EffUnsubscribe: start or end interest in the lock's
-	// channel. Subscribe is answered by MsgSubscribed; Wake and Resync follow.
+	// EffSubscribe / EffUnsubscribe: start or end interest in Channel (one at
+	// a time per machine). Subscribe is answered by MsgSubscribed; Wake and
+	// Resync follow.
 	EffSubscribe
 	EffUnsubscribe
 	// EffAcquired: request ID is held with Token until At.
@@ -199,25 +160,23 @@ const (
 	// EffReleaseDone: answer the Release call of request ID with Err (nil
 	// when Redis confirmed). Emitted before the request's EffLost.
 	EffReleaseDone
-	// EffHandoff: run the handoff script, releasing Field (count 1) and
-	// acquiring To with Lease in one call; reply with MsgHandoffReply
-	// carrying Op.
-	EffHandoff
 )
 
 // Effect is one output of Step. Only the fields its Kind names are meaningful.
 type Effect struct {
-	Kind     EffectKind
-	ID       ReqID
-	Op       uint64
-	Field    string
-	To       string
-	Lease    time.Duration
-	Expected int64
-	Token    uint64
-	At       time.Time
-	Timer    TimerKey
-	Err      error
+	Kind    EffectKind
+	ID      ReqID
+	Op      uint64
+	Call    scripts.Call
+	Script  *scripts.Script // EffRenew
+	Key     string          // EffRenew
+	Channel string          // EffSubscribe, EffUnsubscribe
+	Field   string
+	Lease   time.Duration
+	Token   uint64
+	At      time.Time
+	Timer   TimerKey
+	Err     error
 }
 
 // TimerKind tells what a timer is for.
@@ -225,11 +184,12 @@ type TimerKind uint8
 
 // Timers of a machine.
 const (
-	TimerWait     TimerKind = iota + 1 // a request's wait budget ran out (ID = request)
-	TimerRetry                         // retry the head waiter's attempt (ID = 0)
-	TimerRenew                         // renew an owner's hold (ID = owner generation)
-	TimerDeadline                      // an owner's validity deadline is here (ID = owner generation)
-	TimerOpRetry                       // repeat an owner's failed acquire/release (ID = owner generation)
+	TimerWait      TimerKind = iota + 1 // a request's wait budget ran out (ID = request)
+	TimerRetry                          // retry the head waiter's attempt (ID = 0)
+	TimerRenew                          // renew an owner's hold (ID = owner generation)
+	TimerDeadline                       // an owner's validity deadline is here (ID = owner generation)
+	TimerOpRetry                        // repeat an owner's failed acquire/release (ID = owner generation)
+	TimerKeepAlive                      // keep the queued head waiter's place (Kind.KeepAlive; ID = 0)
 )
 
 // TimerKey identifies one timer of a machine.
@@ -239,8 +199,8 @@ type TimerKey struct {
 }
 
 func (k MsgKind) String() string {
-	names := [...]string{"?", "enqueue", "cancel", "release", "shutdown", "acquire-reply",
-		"release-reply", "renew-reply", "timer", "wake", "subscribed", "resync", "handoff-reply"}
+	names := [...]string{"?", "enqueue", "cancel", "release", "shutdown", "reply",
+		"renew-reply", "timer", "wake", "subscribed", "resync"}
 	if int(k) < len(names) {
 		return names[k]
 	}
@@ -248,8 +208,8 @@ func (k MsgKind) String() string {
 }
 
 func (k EffectKind) String() string {
-	names := [...]string{"?", "acquire", "release", "renew", "schedule", "cancel-timer",
-		"subscribe", "unsubscribe", "acquired", "deadline", "lost", "release-done", "handoff"}
+	names := [...]string{"?", "call", "renew", "schedule", "cancel-timer",
+		"subscribe", "unsubscribe", "acquired", "deadline", "lost", "release-done"}
 	if int(k) < len(names) {
 		return names[k]
 	}

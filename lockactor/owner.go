@@ -15,7 +15,8 @@ func (m *Machine) newOwner(field string, count int64, token uint64) *owner {
 	if prev := m.ownerOf(field); prev != nil {
 		prev.current = false
 	}
-	o := &owner{gen: m.id(), field: field, count: count, token: token, backoff: m.cfg.Backoff, current: true}
+	o := &owner{gen: m.id(), field: field, count: count, token: token, current: true}
+	o.op.backoff = m.cfg.Backoff
 	m.owners = append(m.owners, o)
 	return o
 }
@@ -28,17 +29,7 @@ func (m *Machine) grant(now time.Time, o *owner, r *request, sent time.Time) {
 	}
 	o.held = append(o.held, r)
 	o.lease = max(o.lease, r.Lease)
-	if d := Validity(sent, r.Lease); d.After(o.deadline) {
-		o.deadline = d
-		m.schedule(TimerDeadline, o.gen, d.Add(-m.cfg.Slack))
-		for _, h := range o.held[:len(o.held)-1] {
-			if h.granted {
-				if h.granted {
-					m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
-				}
-			}
-		}
-	}
+	m.extendDeadline(o, Validity(sent, r.Lease))
 	if r.Watchdog && !o.watchdog {
 		o.watchdog = true
 		o.renewNext = firstRenewal(sent, r.Lease)
@@ -46,6 +37,23 @@ func (m *Machine) grant(now time.Time, o *owner, r *request, sent time.Time) {
 	}
 	r.granted = true
 	m.emit(Effect{Kind: EffAcquired, ID: r.ID, Token: o.token, At: o.deadline})
+}
+
+// extendDeadline moves owner o's validity deadline to d when d is later,
+// and tells each holder already told of a deadline. A deadline never moves
+// back: a shorter lease taken inside a longer one cannot cut it (the
+// scripts only ever extend a TTL).
+func (m *Machine) extendDeadline(o *owner, d time.Time) {
+	if !d.After(o.deadline) {
+		return
+	}
+	o.deadline = d
+	m.schedule(TimerDeadline, o.gen, d.Add(-m.cfg.Slack))
+	for _, h := range o.held {
+		if h.granted {
+			m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
+		}
+	}
 }
 
 // firstRenewal is when a hold granted by a request sent at sent first
@@ -75,7 +83,7 @@ func (m *Machine) askRelease(now time.Time, r *request) {
 
 // nextOp starts the owner's next queued reentry or release when its op slot is free.
 func (m *Machine) nextOp(now time.Time, o *owner) {
-	if o.op != opNone || o.undo {
+	if o.op.kind != opNone || o.undo {
 		return
 	}
 	if m.shutdown != nil {
@@ -102,30 +110,28 @@ func (m *Machine) nextOp(now time.Time, o *owner) {
 			m.startHandoff(now, o, r, h)
 			return
 		}
-		o.yield = o.count == 1 && len(o.waiting) == 0 && len(m.queue) > 0
+		o.yield = m.kind.YieldAfterRelease && o.count == 1 && len(o.waiting) == 0 && len(m.queue) > 0
 		m.startRelease(now, o, r, o.count)
 		return
 	}
-	o.op, o.opReq, o.opExpected, o.opSent, o.opRetried, o.opUnsure = opAcquire, r, o.count, now, false, false
-	o.opID = m.id()
-	m.emit(Effect{Kind: EffAcquire, Op: o.opID, Field: o.field, Lease: r.Lease, Expected: o.count})
+	o.op.start(opAcquire, m.id(), r, o.count, now)
+	m.call(o.op.id, m.kind.Acquire(m.env, &r.Request, o.count), o.field)
 }
 
 func (m *Machine) startRelease(now time.Time, o *owner, r *request, expected int64) {
-	o.op, o.opReq, o.opExpected, o.opSent, o.opRetried, o.opUnsure = opRelease, r, expected, now, false, false
-	o.opID = m.id()
+	o.op.start(opRelease, m.id(), r, expected, now)
 	if expected <= 1 {
 		// This release ends the hold: stop renewing it.
 		m.stopRenewal(o)
 	}
-	m.emit(Effect{Kind: EffRelease, Op: o.opID, Field: o.field, Expected: expected})
+	m.call(o.op.id, m.kind.Release(m.env, o.field, expected), "")
 }
 
 // handoffTo returns the local waiter that owner o's final release may hand
 // the lock to, or nil when the release must go to Redis.
 func (m *Machine) handoffTo(now time.Time, o *owner) *request {
-	if m.cfg.HandoffLimit < 0 || o.count != 1 || len(o.held) != 1 || len(o.waiting) != 0 ||
-		len(m.queue) == 0 || m.attemptReq != nil {
+	if m.kind.Handoff == nil || m.cfg.HandoffLimit < 0 || o.count != 1 || len(o.held) != 1 || len(o.waiting) != 0 ||
+		len(m.queue) == 0 || m.att.req != nil {
 		return nil
 	}
 	if m.streak >= m.cfg.HandoffLimit || now.Sub(m.streakStart) >= m.cfg.HandoffWindow {
@@ -141,13 +147,11 @@ func (m *Machine) handoffTo(now time.Time, o *owner) *request {
 // waiter h in one call. The acquire half is h's attempt: it is answered as
 // one, and h's cancellation waits for it as for any attempt in flight.
 func (m *Machine) startHandoff(now time.Time, o *owner, r, h *request) {
-	o.op, o.opReq, o.opExpected, o.opSent, o.opRetried, o.opUnsure = opHandoff, r, 1, now, false, false
-	o.opID = m.id()
+	o.op.start(opHandoff, m.id(), r, 1, now)
 	m.stopRenewal(o)
 	m.streak++
-	m.attemptReq, m.attemptSent, m.attemptWoke, m.attemptHandoff = h, now, false, true
-	m.attemptOp = o.opID
-	m.emit(Effect{Kind: EffHandoff, Op: o.opID, Field: o.field, To: h.Field, Lease: h.Lease})
+	m.att = attempt{op: o.op.id, req: h, sent: now, handoff: true}
+	m.call(o.op.id, m.kind.Handoff(m.env, o.field, &h.Request), h.Field)
 }
 
 // handoffReply settles both halves of a handoff. The release half is
@@ -155,16 +159,21 @@ func (m *Machine) startHandoff(now time.Time, o *owner, r, h *request) {
 // is repeated as a plain release (the acquire half, ambiguous then, is
 // learned by the waiter's next attempt, which answers a grant that already
 // ran).
-func (m *Machine) handoffReply(now time.Time, msg Msg) {
-	for _, o := range m.owners {
-		if o.op == opHandoff && o.opID == msg.Op {
-			o.op = opRelease
-			m.releaseReply(now, Msg{Kind: MsgReleaseReply, Op: msg.Op, Left: msg.Left, Fault: msg.Fault, Err: msg.Err})
-			break
+func (m *Machine) handoffReply(now time.Time, o *owner, msg Msg) {
+	var (
+		left int64
+		res  AcquireResult
+	)
+	if msg.Fault == NoFault {
+		var err error
+		if left, res, err = m.kind.DecodeHandoff(msg.Reply); err != nil {
+			msg.Fault, msg.Err = Transient, err
 		}
 	}
-	if msg.Op == m.attemptOp && m.attemptReq != nil {
-		m.attemptReply(now, Msg{Kind: MsgAcquireReply, Op: msg.Op, Acquire: msg.Acquire, Fault: msg.Fault, Err: msg.Err})
+	o.op.kind = opRelease
+	m.releaseReply(now, o, msg, left)
+	if msg.Op == m.att.op && m.att.req != nil {
+		m.attemptReply(now, msg, res)
 	}
 }
 
@@ -173,22 +182,19 @@ func (m *Machine) handoffReply(now time.Time, msg Msg) {
 // so that they compete for the lock with other processes' waiters on equal
 // terms instead of taking it straight back.
 func (m *Machine) yieldTurn(now time.Time) {
-	if m.sub == subNone {
-		m.sub = subPending
-		m.emit(Effect{Kind: EffSubscribe})
-	}
+	m.subscribe(m.queue[0])
 	m.blockFor(now, m.cfg.Backoff)
 }
 
 // repeatOp sends the owner's op again with the same arguments.
 func (m *Machine) repeatOp(o *owner) {
-	o.opID = m.id()
-	o.opRetried = true
-	if o.op == opAcquire {
-		m.emit(Effect{Kind: EffAcquire, Op: o.opID, Field: o.field, Lease: o.opReq.Lease, Expected: o.opExpected})
+	o.op.id = m.id()
+	o.op.retried = true
+	if o.op.kind == opAcquire {
+		m.call(o.op.id, m.kind.Acquire(m.env, &o.op.req.Request, o.op.expected), o.field)
 		return
 	}
-	m.emit(Effect{Kind: EffRelease, Op: o.opID, Field: o.field, Expected: o.opExpected})
+	m.call(o.op.id, m.kind.Release(m.env, o.field, o.op.expected), "")
 }
 
 // undo removes a grant that may have happened for field, in the background.
@@ -202,9 +208,9 @@ func (m *Machine) undo(now time.Time, field string, count int64, until time.Time
 	m.startRelease(now, o, nil, count)
 }
 
-func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg) {
-	r := o.opReq
-	o.op, o.opReq = opNone, nil
+func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResult) {
+	r := o.op.req
+	o.op.kind, o.op.req = opNone, nil
 	switch msg.Fault {
 	case Transient, Demoted:
 		if r.ending {
@@ -223,7 +229,7 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg) {
 			return
 		}
 		// Repeat to learn the outcome, even for a request that gave up.
-		o.op, o.opReq, o.opUnsure = opAcquire, r, true
+		o.op.kind, o.op.req, o.op.unsure = opAcquire, r, true
 		m.opBackoff(now, o)
 		return
 	case Permanent:
@@ -231,10 +237,9 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg) {
 		m.ownerLost(now, o, fmt.Errorf("%w: %v", ErrNotOwner, msg.Err))
 		return
 	}
-	o.backoff = m.cfg.Backoff
-	res := msg.Acquire
+	o.op.backoff = m.cfg.Backoff
 	switch {
-	case res.Code == scripts.AcquireGranted && res.Count == o.opExpected+1:
+	case res.Code == Granted && res.Count == o.op.expected+1:
 		o.count = res.Count
 		if r.ending {
 			r.state = stateHeld
@@ -242,48 +247,42 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg) {
 			o.held = append(o.held, r)
 			m.askRelease(now, r)
 		} else {
-			m.grant(now, o, r, o.opSent)
+			m.grant(now, o, r, o.op.sent)
 		}
-	case res.Code == scripts.AcquireMismatch && res.Count == 0:
+	case res.Code == Refused:
+		// The kind refuses this reentry (a reader asking to write): the
+		// request ends, the owner's hold is untouched.
+		m.finish(r, res.Err)
+	case res.Code == Mismatch && res.Count == 0:
 		// The owner's hold is gone from Redis.
 		o.waiting = append([]*request{r}, o.waiting...)
 		m.ownerLost(now, o, ErrNotOwner)
 		return
 	default:
 		o.waiting = append([]*request{r}, o.waiting...)
-		m.ownerLost(now, o, fmt.Errorf("%w: Redis shows reentry count %d where this client expected %d", ErrNotOwner, res.Count, o.opExpected))
+		m.ownerLost(now, o, fmt.Errorf("%w: Redis shows reentry count %d where this client expected %d", ErrNotOwner, res.Count, o.op.expected))
 		return
 	}
 	m.nextOp(now, o)
 }
 
 func (m *Machine) opBackoff(now time.Time, o *owner) {
-	d := o.backoff
-	o.backoff = min(2*o.backoff, m.cfg.MaxBackoff)
-	if o.op == opNone {
+	d := o.op.backoff
+	o.op.backoff = min(2*o.op.backoff, m.cfg.MaxBackoff)
+	if o.op.kind == opNone {
 		// Nothing to repeat; the waiting queue restarts after the delay.
-		o.op = opAcquire
-		o.opReq = o.waiting[0]
+		o.op.kind = opAcquire
+		o.op.req = o.waiting[0]
 		o.waiting = o.waiting[1:]
-		o.opExpected = o.count
+		o.op.expected = o.count
 	}
 	m.schedule(TimerOpRetry, o.gen, now.Add(d))
 }
 
-func (m *Machine) releaseReply(now time.Time, msg Msg) {
-	var o *owner
-	for _, c := range m.owners {
-		if c.op == opRelease && c.opID == msg.Op {
-			o = c
-			break
-		}
-	}
-	if o == nil {
-		return
-	}
-	r := o.opReq
+func (m *Machine) releaseReply(now time.Time, o *owner, msg Msg, left int64) {
+	r := o.op.req
 	if msg.Fault == Ambiguous {
-		o.opUnsure = true
+		o.op.unsure = true
 	}
 	if msg.Fault != NoFault && msg.Fault != Permanent {
 		limit := o.deadline
@@ -302,23 +301,23 @@ func (m *Machine) releaseReply(now time.Time, msg Msg) {
 		m.releaseSettled(now, o, r, 0, fmt.Errorf("%w: %v", ErrNotOwner, msg.Err))
 		return
 	}
-	o.backoff = m.cfg.Backoff
-	switch left := msg.Left; {
+	o.op.backoff = m.cfg.Backoff
+	switch {
 	case left >= 0:
 		m.releaseSettled(now, o, r, left, nil)
-	case left == scripts.ReleaseNotOwner && (o.undo || o.opRetried && o.opExpected <= 1):
+	case left == scripts.ReleaseNotOwner && (o.undo || o.op.retried && o.op.expected <= 1):
 		m.releaseSettled(now, o, r, 0, nil)
 	case left == scripts.ReleaseNotOwner:
 		m.releaseSettled(now, o, r, 0, ErrNotOwner)
 	default:
-		m.releaseSettled(now, o, r, 0, fmt.Errorf("%w: Redis shows another reentry count than this client expected (%d)", ErrNotOwner, o.opExpected))
+		m.releaseSettled(now, o, r, 0, fmt.Errorf("%w: Redis shows another reentry count than this client expected (%d)", ErrNotOwner, o.op.expected))
 	}
 }
 
 // releaseSettled applies the outcome of a release op: the owner's count is now
 // left, and err (if any) says the hold was not ours any more.
 func (m *Machine) releaseSettled(now time.Time, o *owner, r *request, left int64, err error) {
-	o.op, o.opReq = opNone, nil
+	o.op.kind, o.op.req = opNone, nil
 	o.count = left
 	if r != nil {
 		m.dropHeld(o, r)
@@ -339,7 +338,7 @@ func (m *Machine) releaseSettled(now time.Time, o *owner, r *request, left int64
 			lost = ErrNotOwner
 		}
 		m.ownerLost(now, o, lost)
-		if o.yield && err == nil && m.shutdown == nil && len(m.queue) > 0 && m.attemptReq == nil && !m.blocked {
+		if o.yield && err == nil && m.shutdown == nil && len(m.queue) > 0 && m.att.req == nil && !m.blocked {
 			m.yieldTurn(now)
 		}
 		return
@@ -372,7 +371,7 @@ func (m *Machine) ownerLost(now time.Time, o *owner, err error) {
 	}
 	o.held = nil
 	var back []*request
-	for _, w := range append(o.waiting, o.opReq) {
+	for _, w := range append(o.waiting, o.op.req) {
 		if w == nil {
 			continue
 		}
@@ -387,7 +386,7 @@ func (m *Machine) ownerLost(now time.Time, o *owner, err error) {
 		}
 		back = append(back, w)
 	}
-	o.waiting, o.opReq, o.op = nil, nil, opNone
+	o.waiting, o.op.req, o.op.kind = nil, nil, opNone
 	if len(back) > 0 {
 		m.queue = append(back, m.queue...)
 	}

@@ -28,7 +28,7 @@ func TestWaitBudgetEndsWhileAttemptInFlight(t *testing.T) {
 			case "granted":
 				msg = granted(acq.Op, 1, 3)
 			case "ambiguous":
-				msg = Msg{Kind: MsgAcquireReply, Op: acq.Op, Fault: Ambiguous, Err: errors.New("timeout")}
+				msg = Msg{Kind: MsgReply, Op: acq.Op, Fault: Ambiguous, Err: errors.New("timeout")}
 			case "held":
 				msg = held(acq.Op, time.Second)
 			}
@@ -45,7 +45,7 @@ func TestWaitBudgetEndsWhileAttemptInFlight(t *testing.T) {
 			if rel.Field != "c:a" || rel.Expected != 1 {
 				t.Fatalf("undo %+v", rel)
 			}
-			d.step(Msg{Kind: MsgReleaseReply, Op: rel.Op, Left: 0})
+			d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{0}})
 			if !d.m.Idle() {
 				t.Fatal("not idle after the undo")
 			}
@@ -59,7 +59,10 @@ func TestRenewalRefusedAsReplicaEndsHoldAtOnce(t *testing.T) {
 	d := newDriver(t)
 	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
 	d.step(granted(acq.Op, 1, 1))
-	gen := d.m.owners[0].gen
+	var gen uint64
+	for _, o := range d.m.owners {
+		gen = o.gen
+	}
 	d.now = t0.Add(lease / 3)
 	r := one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}}), EffRenew)
 	effs := d.step(Msg{Kind: MsgRenewReply, Op: r.Op, Sent: d.now, Fault: Demoted,

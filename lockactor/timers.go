@@ -4,11 +4,17 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // Renewal, timers and shutdown.
 
 func (m *Machine) renewReply(now time.Time, msg Msg) {
+	if msg.Op == m.keepOp && m.keepOp != 0 {
+		m.keepAliveReply(now, msg)
+		return
+	}
 	o := m.ownerGen(msg.Op)
 	if o == nil {
 		return
@@ -30,17 +36,7 @@ func (m *Machine) renewReply(now time.Time, msg Msg) {
 			m.schedule(TimerRenew, o.gen, retry)
 		}
 	default:
-		if d := Validity(msg.Sent, o.lease); d.After(o.deadline) {
-			o.deadline = d
-			m.schedule(TimerDeadline, o.gen, d.Add(-m.cfg.Slack))
-			for _, h := range o.held {
-				if h.granted {
-					if h.granted {
-						m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
-					}
-				}
-			}
-		}
+		m.extendDeadline(o, Validity(msg.Sent, o.lease))
 	}
 }
 
@@ -67,7 +63,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 		m.schedule(TimerRenew, o.gen, o.renewNext)
 		if !o.renewInFlight {
 			o.renewInFlight = true
-			m.emit(Effect{Kind: EffRenew, Op: o.gen, Field: o.field, Lease: o.lease})
+			m.emit(Effect{Kind: EffRenew, Op: o.gen, Script: m.kind.Renew, Key: scripts.LockKey(m.env.Name), Field: o.field, Lease: o.lease})
 		}
 	case TimerDeadline:
 		o := m.ownerGen(k.ID)
@@ -82,28 +78,30 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 		for _, h := range o.held {
 			m.answerRelease(h, ErrLeaseExpired)
 		}
-		if o.op != opNone {
+		if o.op.kind != opNone {
 			// Let the op's reply be dropped: the owner is gone.
-			o.opID = 0
+			o.op.id = 0
 		}
 		m.ownerLost(now, o, ErrLeaseExpired)
 	case TimerOpRetry:
 		o := m.ownerGen(k.ID)
-		if o == nil || o.op == opNone {
+		if o == nil || o.op.kind == opNone {
 			return
 		}
-		if o.op == opAcquire && o.opReq != nil && !o.opUnsure && o.opReq.ending {
+		if o.op.kind == opAcquire && o.op.req != nil && !o.op.unsure && o.op.req.ending {
 			// A transient failure for a request that has given up: drop it.
-			r := o.opReq
-			o.op, o.opReq = opNone, nil
+			r := o.op.req
+			o.op.kind, o.op.req = opNone, nil
 			m.finish(r, r.endErr)
 			m.nextOp(now, o)
 			return
 		}
-		if o.op == opAcquire {
-			o.opSent = now
+		if o.op.kind == opAcquire {
+			o.op.sent = now
 		}
 		m.repeatOp(o)
+	case TimerKeepAlive:
+		m.keepAlive(now)
 	}
 }
 
@@ -119,8 +117,8 @@ func (m *Machine) close(now time.Time, err error) {
 	}
 	// In the order of creation, so that a run is reproducible.
 	for _, o := range slices.Clone(m.owners) {
-		if o.opReq != nil && o.opReq.state == statePending {
-			o.opReq.ending, o.opReq.endErr = true, err
+		if o.op.req != nil && o.op.req.state == statePending {
+			o.op.req.ending, o.op.req.endErr = true, err
 		}
 		for _, h := range o.held {
 			if h.state == stateHeld {

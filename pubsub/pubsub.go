@@ -125,7 +125,9 @@ type Manager struct {
 	// last sent on the connection.
 	dirty map[string]struct{}
 	// epoch numbers connections; hooks of an older one are ignored.
-	epoch     uint64
+	epoch uint64
+	// connected is true while serve holds a connection. Only the tests read
+	// it (export_test.go), to wait until a killed server has been noticed.
 	connected bool
 	queue     []*listener // listeners with pending events, in order
 	closed    bool

@@ -15,21 +15,26 @@ package renewal
 import (
 	"context"
 	"errors"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // ErrClosed is given to Done for items added after Close.
 var ErrClosed = errors.New("renewal: batcher closed")
 
-// Item is one renewal: extend Field's lease on Key to Lease.
+// Item is one renewal: extend Field's lease on Key to Lease, with Script.
 type Item struct {
-	Key   string
-	Field string
-	Lease time.Duration
+	// Script is the batch script: KEYS one key per item, ARGV a field and
+	// a lease in milliseconds per item; its reply has one integer per
+	// item, 1 when renewed. Items of different scripts never share a call.
+	Script *scripts.Script
+	Key    string
+	Field  string
+	Lease  time.Duration
 	// Done receives the outcome: sent is the clock time taken before the
 	// batch carrying the item was sent (the start of the new lease's
 	// validity); renewed is false when Key no longer holds Field; err is the
@@ -37,9 +42,9 @@ type Item struct {
 	Done func(sent time.Time, renewed bool, err error)
 }
 
-// Exec runs the renew script on keys with args (field, lease-ms pairs) and
-// returns one result per key: true when renewed.
-type Exec func(ctx context.Context, keys, args []string) ([]bool, error)
+// Exec runs script on keys with args (field, lease-ms pairs) and returns
+// one result per key: true when renewed.
+type Exec func(ctx context.Context, script *scripts.Script, keys, args []string) ([]bool, error)
 
 // Config configures a Batcher.
 type Config struct {
@@ -56,6 +61,10 @@ type Config struct {
 	// Context bounds every call; its cancellation aborts calls in flight.
 	// Default context.Background().
 	Context context.Context
+	// Timeout bounds each call, on Clock, like any other script call of the
+	// runtime: a renewal stuck on a dead connection fails in time for the
+	// watchdog to try again before the lease runs out. Zero: no bound.
+	Timeout time.Duration
 }
 
 // Batcher gathers renewals and sends them in batches.
@@ -114,15 +123,13 @@ func (b *Batcher) flush() {
 		}
 		return
 	}
-	var groups map[uint16][]Item
-	if b.cfg.Group != nil {
-		groups = make(map[uint16][]Item)
-		for _, it := range items {
-			g := b.cfg.Group(it.Key)
-			groups[g] = append(groups[g], it)
+	groups := make(map[batchGroup][]Item)
+	for _, it := range items {
+		g := batchGroup{script: it.Script}
+		if b.cfg.Group != nil {
+			g.slot = b.cfg.Group(it.Key)
 		}
-	} else {
-		groups = map[uint16][]Item{0: items}
+		groups[g] = append(groups[g], it)
 	}
 	for _, group := range groups {
 		for len(group) > 0 {
@@ -141,10 +148,16 @@ func (b *Batcher) send(batch []Item) {
 	args := make([]string, 0, 2*len(batch))
 	for i, it := range batch {
 		keys[i] = it.Key
-		args = append(args, it.Field, formatMillis(it.Lease))
+		args = append(args, it.Field, scripts.Millis(it.Lease))
 	}
 	sent := b.cfg.Clock.Now()
-	renewed, err := b.cfg.Exec(b.cfg.Context, keys, args)
+	ctx := b.cfg.Context
+	if b.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = b.cfg.Clock.WithTimeout(ctx, b.cfg.Timeout)
+		defer cancel()
+	}
+	renewed, err := b.cfg.Exec(ctx, batch[0].Script, keys, args)
 	if err == nil && len(renewed) != len(batch) {
 		err = errors.New("renewal: reply length differs from batch length")
 	}
@@ -155,6 +168,13 @@ func (b *Batcher) send(batch []Item) {
 		}
 		it.Done(sent, renewed[i], nil)
 	}
+}
+
+// batchGroup is what the items of one call share: the script, and the
+// cluster slot when keys are grouped.
+type batchGroup struct {
+	script *scripts.Script
+	slot   uint16
 }
 
 // Close refuses new items, fails the ones not yet sent with ErrClosed, and
@@ -169,13 +189,4 @@ func (b *Batcher) Close() {
 		it.Done(time.Time{}, false, ErrClosed)
 	}
 	b.wg.Wait()
-}
-
-// formatMillis renders d in whole milliseconds, at least 1.
-func formatMillis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
 }

@@ -4,28 +4,33 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // fakeRedis records every batch and answers renewed for keys not in gone.
 type fakeRedis struct {
 	mu      sync.Mutex
 	batches [][]string
+	scripts []*scripts.Script // the script of each batch
 	gone    map[string]bool
 	err     error
 }
 
-func (f *fakeRedis) exec(_ context.Context, keys, args []string) ([]bool, error) {
+func (f *fakeRedis) exec(_ context.Context, script *scripts.Script, keys, args []string) ([]bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(args) != 2*len(keys) {
 		return nil, errors.New("args are not field, lease pairs")
 	}
 	f.batches = append(f.batches, append([]string(nil), keys...))
+	f.scripts = append(f.scripts, script)
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -155,6 +160,69 @@ func TestCloseFailsPending(t *testing.T) {
 	for k, r := range results {
 		if !errors.Is(r.err, ErrClosed) {
 			t.Fatalf("%s: %+v", k, r)
+		}
+	}
+}
+
+// A call that never answers fails with the deadline error once Timeout has
+// passed on the batcher's clock, so the watchdog can try again in time.
+func TestTimeoutBoundsEachCall(t *testing.T) {
+	clk := clock.NewMock()
+	var flush func()
+	started := make(chan struct{})
+	b := New(Config{
+		Clock: clk,
+		After: func(_ time.Duration, fn func()) { flush = fn },
+		Exec: func(ctx context.Context, _ *scripts.Script, keys, _ []string) ([]bool, error) {
+			close(started)
+			<-ctx.Done() // a dead connection: only the context ends the call
+			return nil, ctx.Err()
+		},
+		Timeout: 5 * time.Second,
+	})
+	defer b.Close()
+	got := make(chan error, 1)
+	b.Add(Item{Script: scripts.RenewScript, Key: "k", Field: "c:o", Lease: time.Second, Done: func(_ time.Time, _ bool, err error) { got <- err }})
+	flush()
+	<-started
+	clk.Add(4 * time.Second)
+	select {
+	case err := <-got:
+		t.Fatalf("call ended after 4s of a 5s timeout: %v", err)
+	default:
+	}
+	clk.Add(time.Second)
+	if err := <-got; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v, want context.DeadlineExceeded", err)
+	}
+}
+
+// TestScriptsNeverShareABatch: holds and waiter places are renewed by
+// different scripts, so their items go in different calls even on one
+// standalone server.
+func TestScriptsNeverShareABatch(t *testing.T) {
+	b, f, flushes, _ := setup(nil)
+	defer b.Close()
+	other := scripts.NewScript("other", "return {}")
+	var wg sync.WaitGroup
+	wg.Add(4)
+	done := func(time.Time, bool, error) { wg.Done() }
+	b.Add(Item{Script: scripts.RenewScript, Key: "k1", Field: "c:o", Lease: time.Second, Done: done})
+	b.Add(Item{Script: other, Key: "k2", Field: "c:o", Lease: time.Second, Done: done})
+	b.Add(Item{Script: scripts.RenewScript, Key: "k3", Field: "c:o", Lease: time.Second, Done: done})
+	b.Add(Item{Script: other, Key: "k4", Field: "c:o", Lease: time.Second, Done: done})
+	(*flushes)[0]()
+	wg.Wait()
+	if len(f.batches) != 2 {
+		t.Fatalf("%d calls, want one per script", len(f.batches))
+	}
+	for i, batch := range f.batches {
+		want := "k1,k3"
+		if f.scripts[i] == other {
+			want = "k2,k4"
+		}
+		if got := strings.Join(batch, ","); got != want {
+			t.Fatalf("batch of %s has keys %s, want %s", f.scripts[i].Name, got, want)
 		}
 	}
 }

@@ -3,7 +3,8 @@
 -- KEYS[1]  lock hash      holdfast:{NAME}        field OWNER -> reentry count
 -- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
 -- KEYS[3]                 old per-name counter (see fence.lua)
--- ARGV[1]  owner field    CLIENTID:OWNER
+-- KEYS[4]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
+-- ARGV[1]  owner field    CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds before this grant (0 = fresh)
 --
@@ -14,6 +15,8 @@
 --   {0, pttl}          held by another owner; pttl bounds the caller's sleep
 --   {-1, count}        the owner's count in Redis is not what the caller believes
 --                      (for expected > 0 and count 0: the hold is gone)
+--   {-2}               the name is in use as another kind of lock (its hash has a
+--                      "kind" field, or fair waiters are queued): nothing changed
 --
 -- The call is idempotent: a retry of an attempt that already ran (count is
 -- expected + 1) answers the same grant again, so a caller that saw a timeout can
@@ -32,6 +35,10 @@ if count == expected + 1 then
 end
 if count ~= expected then
   return {-1, count}
+end
+-- kind: only a fresh grant checks; a name held or queued as another kind refuses it.
+if count == 0 and (redis.call('hexists', KEYS[1], 'kind') == 1 or redis.call('exists', KEYS[4]) == 1) then
+  return {-2}
 end
 if count == 0 and redis.call('exists', KEYS[1]) == 1 then
   return {0, redis.call('pttl', KEYS[1])}

@@ -19,19 +19,30 @@
 //
 // # Taking a fencing token
 //
-// Every script that grants a hold, or raises a fence, takes its token through
-// the helpers of fence.lua, which this package prepends to the script (see
-// WithFence): fence_take(slot, legacy) on a fresh grant, fence_peek for a
-// hold already granted, fence_raise to lift a name's fence above a token
-// seen elsewhere. Such a script passes the two keys FenceKeys(NAME) returns,
-// in that order, among its KEYS, and hands them to the helpers, e.g. with
-// KEYS = {LockKey(NAME), FenceKeys(NAME)...}:
+// Every script that grants a hold, reads a hold's token or raises a fence
+// does it through the helpers of fence.lua, which this package puts in front
+// of the script (WithFence): fence_take(slot, legacy) on a fresh grant,
+// fence_peek for a hold already granted, fence_raise to lift a name's fence
+// above a token seen elsewhere. No script touches a fence key any other way.
+// Such a script's KEYS begin with GrantKeys(NAME, ...):
 //
-//	token = fence_take(KEYS[2], KEYS[3])
+//	KEYS[1]  LockKey(NAME)
+//	KEYS[2]  FenceKey(NAME)        the slot counter    } FenceKeys(NAME)
+//	KEYS[3]  LegacyFenceKey(NAME)  the old counter     }
+//	KEYS[4…] the script's own keys (the fair queue, …)
 //
-// No script touches a fence key any other way.
+// and it calls, e.g., token = fence_take(KEYS[2], KEYS[3]).
 //
-// The scripts' arguments and replies are documented at the top of each .lua file.
+// Kinds other than the reentrant lock add their own keys (see each kind's
+// scripts) and mark the lock hash with a field "kind" naming the kind; owner
+// fields always contain ':', so the marker never collides with an owner. A
+// fresh grant of one kind refuses a name whose hash or fair queue says it is
+// in use as another.
+//
+// The scripts' arguments and replies are documented at the top of each .lua
+// file. A script is run as a Call: the script, its keys and its arguments;
+// the runtimes (package actor over rueidis, package sim over its simulated
+// nodes) run any Call the same way, so a new script is wired in no runtime.
 package scripts
 
 import (
@@ -41,6 +52,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 )
 
 // Lua sources, embedded from the .lua files beside this file.
@@ -49,32 +61,86 @@ var (
 	Release string
 	//go:embed renew.lua
 	Renew string
-)
 
-// The granting scripts, with fence.lua in front.
-var (
-	Acquire = WithFence(acquireBody)
-	Handoff = WithFence(handoffBody)
-)
-
-var (
 	//go:embed fence.lua
 	fencePrelude string
 	//go:embed acquire.lua
 	acquireBody string
 	//go:embed handoff.lua
 	handoffBody string
+
+	//go:embed fair_common.lua
+	fairCommon string
+	//go:embed fair_acquire.lua
+	fairAcquire string
+	//go:embed fair_release.lua
+	fairRelease string
+	//go:embed fair_keepalive.lua
+	fairKeepAlive string
+)
+
+// The granting scripts of the reentrant lock, with fence.lua in front.
+var (
+	Acquire = WithFence(acquireBody)
+	Handoff = WithFence(handoffBody)
 )
 
 // WithFence returns the script body with fence.lua's helpers in front: the
 // one way a script takes, reads or raises a fencing token.
 func WithFence(body string) string { return fencePrelude + body }
 
+// Script is one Lua script. Scripts are made once, at package
+// initialisation, by NewScript; All lists them.
+type Script struct {
+	Name string // the .lua file's base name, for logs and errors
+	Src  string
+}
+
+var all []*Script
+
+// NewScript registers a script. Call it only from package-level variable
+// declarations, so that All is complete once the program runs.
+func NewScript(name, src string) *Script {
+	s := &Script{Name: name, Src: src}
+	all = append(all, s)
+	return s
+}
+
+// All returns every script, in registration order: runtimes load them.
+func All() []*Script { return all }
+
+// Call is one script call: which script, with which keys and arguments.
+// Every reply of holdfast's scripts is an integer or an array of integers;
+// runtimes hand it back as a slice (one element for an integer).
+type Call struct {
+	Script *Script
+	Keys   []string
+	Args   []string
+}
+
+// The scripts of the reentrant lock, and the watchdog's batch renewal.
+var (
+	AcquireScript = NewScript("acquire", Acquire)
+	ReleaseScript = NewScript("release", Release)
+	RenewScript   = NewScript("renew", Renew)
+	HandoffScript = NewScript("handoff", Handoff)
+)
+
+// The scripts of the fair lock. Each is fence.lua and fair_common.lua
+// followed by the script's own file: the queue logic they share is written
+// once.
+var (
+	FairAcquireScript   = NewScript("fair_acquire", WithFence(fairCommon+fairAcquire))
+	FairReleaseScript   = NewScript("fair_release", WithFence(fairCommon+fairRelease))
+	FairKeepAliveScript = NewScript("fair_keepalive", WithFence(fairCommon+fairKeepAlive))
+)
+
 // Replies of the acquire script (first element of its array reply).
 const (
-	AcquireGranted  = 1
-	AcquireHeld     = 0
-	AcquireMismatch = -1
+	AcquireGranted   = 1
+	AcquireHeld      = 0
+	AcquireMismatch  = -1
+	AcquireWrongKind = -2
 )
 
 // Replies of the release script besides a count >= 0.
@@ -82,6 +148,16 @@ const (
 	ReleaseNotOwner = -1
 	ReleaseMismatch = -2
 )
+
+// Millis renders a lease as the scripts take it: whole milliseconds, at
+// least 1 (PEXPIRE refuses 0, and a lease below 1ms is never meant).
+func Millis(d time.Duration) string {
+	ms := d.Milliseconds()
+	if ms < 1 {
+		ms = 1
+	}
+	return strconv.FormatInt(ms, 10)
+}
 
 // MaxNameLen is the longest lock name accepted, in bytes.
 const MaxNameLen = 1024
@@ -121,10 +197,11 @@ func LegacyFenceKey(name string) string { return "holdfast:{" + name + "}:fence"
 // the fence helpers: FenceKey(name), then LegacyFenceKey(name).
 func FenceKeys(name string) []string { return []string{FenceKey(name), LegacyFenceKey(name)} }
 
-// GrantKeys returns the KEYS of the acquire and handoff scripts for name:
-// LockKey(name), then FenceKeys(name).
-func GrantKeys(name string) []string {
-	return []string{LockKey(name), FenceKey(name), LegacyFenceKey(name)}
+// GrantKeys returns the KEYS of a script that takes, reads or raises name's
+// fencing token: LockKey(name), then FenceKeys(name), then more (the
+// script's own keys).
+func GrantKeys(name string, more ...string) []string {
+	return append([]string{LockKey(name), FenceKey(name), LegacyFenceKey(name)}, more...)
 }
 
 // slotFenceKeys holds the fence key of every hash slot, built on first use:
@@ -170,15 +247,33 @@ func Slot(key string) uint16 {
 	return crc % slots
 }
 
+// FairQueueKey is the hash of the fair lock's waiters (see fair_common.lua).
+// The reentrant acquire checks it, so it is part of the shared layout.
+func FairQueueKey(name string) string { return "holdfast:{" + name + "}:q" }
+
 // Channel is the pub/sub channel on which the release of name is announced.
 func Channel(name string) string { return "holdfast:{" + name + "}:ch" }
 
-// NameOfChannel returns the lock name of a channel made by Channel, or false.
+// ClientChannel is the channel of name that reaches only the client
+// clientID (the CLIENTID:INSTANCE part of its owner fields, ClientOfField):
+// the fair lock tells a waiter of its grant there.
+func ClientChannel(name, clientID string) string { return Channel(name) + ":" + clientID }
+
+// NameOfChannel returns the lock name of a channel made by Channel (or by
+// a kind's per-client channel, Channel(name) + ":" + CLIENTID), or false.
 func NameOfChannel(ch string) (string, bool) {
-	if !strings.HasPrefix(ch, "holdfast:{") || !strings.HasSuffix(ch, "}:ch") {
+	rest, ok := strings.CutPrefix(ch, "holdfast:{")
+	if !ok {
 		return "", false
 	}
-	return ch[len("holdfast:{") : len(ch)-len("}:ch")], true
+	if name, ok := strings.CutSuffix(rest, "}:ch"); ok {
+		return name, true
+	}
+	i := strings.LastIndex(rest, "}:ch:")
+	if i < 0 {
+		return "", false
+	}
+	return rest[:i], true
 }
 
 // Field is the hash field of one owner of one Client in the lock hash:
@@ -195,6 +290,18 @@ func NameOfChannel(ch string) (string, bool) {
 // OWNER may contain anything.
 func Field(clientID, instance, owner string) string {
 	return clientID + ":" + instance + ":" + owner
+}
+
+// ClientOfField returns the CLIENTID:INSTANCE part of an owner field, which
+// names one Client; for a field without an instance part, the part before
+// its first ':'.
+func ClientOfField(field string) string {
+	id, instance, _, ok := ParseField(field)
+	if !ok {
+		id, _, _ = strings.Cut(field, ":")
+		return id
+	}
+	return id + ":" + instance
 }
 
 // ParseField splits a field made by Field into its parts; ok is false for

@@ -60,7 +60,7 @@ func TestScriptsOnRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	lock, ch := scripts.LockKey("s"), scripts.Channel("s")
-	keys := scripts.GrantKeys("s")
+	keys := scripts.GrantKeys("s", scripts.FairQueueKey("s"))
 	steps := []struct {
 		desc string
 		src  string
@@ -114,7 +114,7 @@ func TestScriptsOnRealRedis(t *testing.T) {
 func TestShorterReentryLeaseDoesNotCutTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	keys := scripts.GrantKeys("t")
+	keys := scripts.GrantKeys("t", scripts.FairQueueKey("t"))
 	run(t, c, scripts.Acquire, keys, "c:a", "60000", "0")
 	run(t, c, scripts.Acquire, keys, "c:a", "1000", "1")
 	if pttl, _ := srv.Do(t, "PTTL", keys[0]).AsInt64(); pttl < 50000 {
@@ -127,7 +127,7 @@ func TestWrongTypeAbortsBeforeWriting(t *testing.T) {
 	c := srv.Client(t)
 	srv.Do(t, "SET", scripts.LockKey("w"), "x")
 	res := rueidis.NewLuaScript(scripts.Acquire).Exec(context.Background(), c,
-		scripts.GrantKeys("w"), []string{"c:a", "1000", "0"})
+		scripts.GrantKeys("w", scripts.FairQueueKey("w")), []string{"c:a", "1000", "0"})
 	if err := res.Error(); err == nil {
 		t.Fatal("acquire on a string key succeeded")
 	}

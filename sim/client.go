@@ -25,6 +25,8 @@ type ClientConfig struct {
 	// HandoffLimit and HandoffWindow as in holdfast.Config.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// WaiterTimeout as in holdfast.Config. Default 5s.
+	WaiterTimeout time.Duration
 }
 
 // Client is the World's side of one simulated holdfast Client: the engine
@@ -58,6 +60,7 @@ type machine struct {
 	fields     map[lockactor.ReqID]string
 	timers     map[lockactor.TimerKey]uint64 // current generation of each pending timer
 	subscribed bool
+	channel    string // the channel subscribed to, while subscribed
 }
 
 // NewClient returns a holdfast Client whose locks run inside the World.
@@ -69,7 +72,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 		cfg.WatchdogTimeout = 3 * time.Second
 	}
 	c := &Client{w: w, id: cfg.ID, instance: "s" + strconv.Itoa(len(w.clients)+1), drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
-		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow}}
+		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow, WaiterTimeout: cfg.WaiterTimeout}}
 	pub, err := clientkit.NewClient(holdfast.Config{
 		Clock:           w.mock,
 		WatchdogTimeout: cfg.WatchdogTimeout,
@@ -77,6 +80,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 		CallTimeout:     w.cfg.CallTimeout,
 		HandoffLimit:    cfg.HandoffLimit,
 		HandoffWindow:   cfg.HandoffWindow,
+		WaiterTimeout:   cfg.WaiterTimeout,
 	}, c)
 	if err != nil {
 		panic(fmt.Sprintf("sim: NewClient: %v", err))
@@ -115,7 +119,7 @@ func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 			if m == nil {
 				m = &machine{
 					name:    name,
-					m:       lockactor.New(c.machineCfg),
+					m:       lockactor.New(name, c.machineCfg),
 					handles: make(map[lockactor.ReqID]lockactor.Handle),
 					fields:  make(map[lockactor.ReqID]string),
 					timers:  make(map[lockactor.TimerKey]uint64),
@@ -143,7 +147,7 @@ func (r ref) Send(kind lockactor.MsgKind, err error) {
 	c.w.external(func() {
 		c.w.at(c.w.now, c, func() {
 			if m := c.machines[r.name]; m != nil && m.handles[r.id] != nil {
-				c.w.history = append(c.w.history, Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
+				c.w.record(Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
 					Client: c.id, Name: r.name, Field: m.fields[r.id], Generation: c.w.generation})
 			}
 			c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
@@ -239,45 +243,24 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	w := c.w
 	name := m.name
 	switch e.Kind {
-	case lockactor.EffAcquire:
+	case lockactor.EffCall:
 		op := e.Op
-		keys := scripts.GrantKeys(name)
-		args := []string{e.Field, millis(e.Lease), strconv.FormatInt(e.Expected, 10)}
-		w.send(c, scripts.Acquire, keys, args, func(r Reply, f lockactor.Fault) {
-			msg := lockactor.Msg{Kind: lockactor.MsgAcquireReply, Op: op, Fault: f, Err: r.errOrNil()}
+		w.send(c, e.Call.Script.Src, e.Call.Keys, e.Call.Args, func(r Reply, f lockactor.Fault) {
+			msg := lockactor.Msg{Kind: lockactor.MsgReply, Op: op, Fault: f, Err: r.errOrNil()}
 			if f == lockactor.NoFault {
-				res, err := decodeAcquire(r)
+				vals, err := ints(r)
 				if err != nil {
 					msg.Fault, msg.Err = lockactor.Transient, err
 				}
-				msg.Acquire = res
-			}
-			c.deliverTo(m, msg)
-		})
-	case lockactor.EffRelease:
-		op := e.Op
-		w.send(c, scripts.Release, []string{scripts.LockKey(name)},
-			[]string{e.Field, strconv.FormatInt(e.Expected, 10), scripts.Channel(name)},
-			func(r Reply, f lockactor.Fault) {
-				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgReleaseReply, Op: op, Left: r.Int, Fault: f, Err: r.errOrNil()})
-			})
-	case lockactor.EffHandoff:
-		op := e.Op
-		keys := scripts.GrantKeys(name)
-		w.send(c, scripts.Handoff, keys, []string{e.Field, e.To, millis(e.Lease)}, func(r Reply, f lockactor.Fault) {
-			msg := lockactor.Msg{Kind: lockactor.MsgHandoffReply, Op: op, Fault: f, Err: r.errOrNil()}
-			if f == lockactor.NoFault {
-				left, res, err := decodeHandoff(r)
-				if err != nil {
-					msg.Fault, msg.Err = lockactor.Transient, err
-				}
-				msg.Left, msg.Acquire = left, res
+				msg.Reply = vals
 			}
 			c.deliverTo(m, msg)
 		})
 	case lockactor.EffRenew:
+		// Renewals are not batched here: one call per renewal keeps the
+		// simulated schedule simple, and batching changes no outcome.
 		op, sent := e.Op, c.now()
-		w.send(c, scripts.Renew, []string{scripts.LockKey(name)}, []string{e.Field, millis(e.Lease)},
+		w.send(c, e.Script.Src, []string{e.Key}, []string{e.Field, scripts.Millis(e.Lease)},
 			func(r Reply, f lockactor.Fault) {
 				renewed := f == lockactor.NoFault && len(r.Array) == 1 && r.Array[0].Int == 1
 				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Fault: f, Err: r.errOrNil()})
@@ -295,7 +278,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffCancelTimer:
 		delete(m.timers, e.Timer)
 	case lockactor.EffSubscribe:
-		m.subscribed = true
+		m.subscribed, m.channel = true, e.Channel
 		if !c.partitioned {
 			w.at(w.now.Add(2*w.delay()), c, func() {
 				if m.subscribed {
@@ -306,16 +289,16 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	case lockactor.EffUnsubscribe:
 		m.subscribed = false
 	case lockactor.EffAcquired:
-		w.history = append(w.history, Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Acquired, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Token: e.Token, Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
 			GrantedAt: c.execAt, RanAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.Acquired(e.Token, e.At)
 		}
 	case lockactor.EffDeadline:
-		w.history = append(w.history, Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Renewed, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Deadline: e.At, DeadlineAt: c.worldTime(e.At), ExpiresAt: c.execExpiry,
-			RanAt: c.execAt, Generation: w.generation})
+			RanAt: c.execAt, Generation: c.generation()})
 		if h := m.handles[e.ID]; h != nil {
 			h.SetDeadline(e.At)
 		}
@@ -324,7 +307,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 			h.ReleaseDone(e.Err)
 		}
 	case lockactor.EffLost:
-		w.history = append(w.history, Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
+		w.record(Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
 			Field: m.fields[e.ID], Err: e.Err, Generation: w.generation})
 		if h := m.handles[e.ID]; h != nil {
 			delete(m.handles, e.ID)
@@ -359,26 +342,21 @@ func (r Reply) errOrNil() error {
 	return nil
 }
 
-func decodeAcquire(r Reply) (lockactor.AcquireResult, error) {
-	vals := make([]int64, len(r.Array))
-	for i, x := range r.Array {
-		vals[i] = x.Int
+// ints turns an integer or integer-array reply into a slice, as
+// actor.Rueidis does.
+func ints(r Reply) ([]int64, error) {
+	switch r.Kind {
+	case ReplyInt:
+		return []int64{r.Int}, nil
+	case ReplyArray:
+		vals := make([]int64, len(r.Array))
+		for i, x := range r.Array {
+			if x.Kind != ReplyInt {
+				return nil, fmt.Errorf("sim: script reply %v is not an integer array", r)
+			}
+			vals[i] = x.Int
+		}
+		return vals, nil
 	}
-	return lockactor.DecodeAcquire(vals)
-}
-
-func decodeHandoff(r Reply) (int64, lockactor.AcquireResult, error) {
-	vals := make([]int64, len(r.Array))
-	for i, x := range r.Array {
-		vals[i] = x.Int
-	}
-	return lockactor.DecodeHandoff(vals)
-}
-
-func millis(d time.Duration) string {
-	ms := d.Milliseconds()
-	if ms < 1 {
-		ms = 1
-	}
-	return strconv.FormatInt(ms, 10)
+	return nil, fmt.Errorf("sim: script reply %v is not an integer or an array", r)
 }

@@ -157,6 +157,10 @@ func (n *Node) Do(args ...string) Reply {
 	switch cmd {
 	case "PING":
 		return statusReply("PONG")
+	case "TIME":
+		// The node's virtual clock, as [seconds, microseconds].
+		t := n.now()
+		return arrayReply(bulkReply(strconv.FormatInt(t.Unix(), 10)), bulkReply(strconv.FormatInt(int64(t.Nanosecond()/1000), 10)))
 	case "GET":
 		if need(1, true) {
 			return arity(cmd)

@@ -22,6 +22,7 @@ package sim
 
 import (
 	"container/heap"
+	"fmt"
 	"math/rand"
 	"sort"
 	"sync"
@@ -68,6 +69,7 @@ type World struct {
 	mock    *clock.Mock
 	calls   map[uint64]*call
 	history []Event
+	tokens  map[holdRef]uint64 // the token of each Lock held now
 	// generation counts data roll-backs (failover with loss, restart): fencing
 	// tokens are only promised to increase within one generation.
 	generation int
@@ -128,7 +130,8 @@ func New(cfg Config) *World {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 200 * time.Millisecond
 	}
-	w := &World{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), now: Start, calls: make(map[uint64]*call)}
+	w := &World{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), now: Start, calls: make(map[uint64]*call),
+		tokens: make(map[holdRef]uint64)}
 	w.mock = clock.NewMock()
 	w.mock.Set(Start)
 	for i := 0; i <= cfg.Replicas; i++ {
@@ -195,42 +198,66 @@ func (w *World) delay() time.Duration {
 	return w.cfg.MinDelay + time.Duration(w.rng.Int63n(span+1))
 }
 
-// Step processes the next event, moving time to it. It reports false when
-// no event is queued.
-func (w *World) Step() bool {
+// never is the bound of a Step: it runs the next event whenever it is due.
+var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// runNext is the World's one event loop body: it runs the next event due
+// by end, in (time, sequence) order, and reports whether it ran one. Events
+// of a paused client met on the way are set aside for Resume. Time moves to
+// the event's time; it never passes end and never runs backwards, so no
+// event runs later than the Advance or RunUntilIdle that runs it allows.
+func (w *World) runNext(end time.Time) bool {
 	w.drainInbox()
 	for w.events.Len() > 0 {
-		e := heap.Pop(&w.events).(*event)
-		if e.at.After(w.now) {
-			w.now = e.at
+		head := w.events[0]
+		if head.at.After(end) {
+			return false
 		}
-		if e.client != nil && e.client.paused {
-			e.client.deferred = append(e.client.deferred, e)
+		heap.Pop(&w.events)
+		if head.client != nil && head.client.paused {
+			head.client.deferred = append(head.client.deferred, head)
 			continue
 		}
-		e.fn()
+		if head.at.After(w.now) {
+			w.setNow(head.at)
+		}
+		head.fn()
 		return true
 	}
 	return false
 }
 
-// Advance processes every event due within d, in order, and moves time
-// forward by d.
-func (w *World) Advance(d time.Duration) {
-	end := w.now.Add(d)
-	w.drainInbox()
-	for w.events.Len() > 0 && !w.events[0].at.After(end) {
-		w.Step()
+// setNow moves virtual time to t. Time that ran backwards would make every
+// check ordered by it lie (a grant would appear to run after the fault that
+// followed it), so it panics rather than go on.
+func (w *World) setNow(t time.Time) {
+	if t.Before(w.now) {
+		panic(fmt.Sprintf("sim: virtual time would run backwards, from %v to %v", w.now.Sub(Start), t.Sub(Start)))
 	}
-	w.now = end
+	w.now = t
+}
+
+// Step processes the next event, moving time to it. It reports false when
+// no event is queued (events of paused clients wait for Resume).
+func (w *World) Step() bool { return w.runNext(never) }
+
+// Advance processes every event due within d, in order, and moves time
+// forward by d. A negative d panics: time does not run backwards.
+func (w *World) Advance(d time.Duration) {
+	if d < 0 {
+		panic(fmt.Sprintf("sim: Advance(%v): time does not run backwards", d))
+	}
+	end := w.now.Add(d)
+	for w.runNext(end) {
+	}
+	w.setNow(end)
 	w.mock.Set(end)
 }
 
 // RunUntilIdle processes every event due now, including the ones they queue
 // for now, without moving time.
 func (w *World) RunUntilIdle() {
-	for w.events.Len() > 0 && !w.events[0].at.After(w.now) {
-		w.Step()
+	for w.runNext(w.now) {
 	}
 }
 
@@ -277,6 +304,9 @@ func (w *World) send(c *Client, src string, keys, args []string, reply func(Repl
 			return
 		}
 		w.at(w.now.Add(w.delay()), c, func() {
+			if ranAt.After(w.now) {
+				panic(fmt.Sprintf("sim: a reply arrived at %v from a script run later, at %v", w.now.Sub(Start), ranAt.Sub(Start)))
+			}
 			fault := lockactor.NoFault
 			if r.IsError() {
 				fault = lockactor.Transient
@@ -323,7 +353,7 @@ func (w *World) publish(channel, _ string) int64 {
 	var n int64
 	for _, c := range w.clients {
 		m := c.machines[name]
-		if m == nil || !m.subscribed || c.partitioned {
+		if m == nil || !m.subscribed || m.channel != channel || c.partitioned {
 			continue
 		}
 		n++
@@ -357,7 +387,7 @@ type Event struct {
 	Client   string
 	Name     string
 	Field    string
-	Token    uint64
+	Token    uint64    // the hold's fencing token (Acquired and Renewed)
 	Deadline time.Time // the holder's validity deadline, on its own clock
 	// DeadlineAt is Deadline in World time (they differ for a drifting clock).
 	DeadlineAt time.Time
@@ -369,9 +399,34 @@ type Event struct {
 	RanAt time.Time
 	// ExpiresAt is when Redis would expire the lock key, as the call whose
 	// reply made this grant or renewal left it (zero when unknown).
-	ExpiresAt  time.Time
-	Err        error
+	ExpiresAt time.Time
+	Err       error
+	// Generation is the data generation the script whose reply brought this
+	// event ran in (the World's generation when no reply did): a reply
+	// delivered after a roll-back still belongs to the data it was made from.
 	Generation int
+}
+
+// holdRef names one Lock call of one client.
+type holdRef struct {
+	client string
+	req    uint64
+}
+
+// record appends e to the history. Renewals carry the token of the hold
+// they extend (the machine's deadline effect does not), so that a checker
+// can tell a renewal of an old hold from a fresh grant.
+func (w *World) record(e Event) {
+	ref := holdRef{e.Client, e.Req}
+	switch e.Kind {
+	case Acquired:
+		w.tokens[ref] = e.Token
+	case Renewed:
+		e.Token = w.tokens[ref]
+	case Lost:
+		delete(w.tokens, ref)
+	}
+	w.history = append(w.history, e)
 }
 
 // History returns every grant and end of a Lock so far, in order.

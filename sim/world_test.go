@@ -151,3 +151,54 @@ func TestFailoverCanBreakExclusion(t *testing.T) {
 	}
 	t.Logf("overlap bounded to %v (renewal interval %v)", lostAt.Sub(overlapStart), watchdog/3)
 }
+
+// A paused client's event at the head of the queue is set aside, and the
+// events behind it still wait for their time: the Advance that meets it
+// must not run an event due after its end (time would then run backwards
+// when Advance sets it to its end).
+func TestAdvanceStopsAtItsBoundBehindAPausedClientsEvent(t *testing.T) {
+	w := sim.New(sim.Config{Seed: 1, MinDelay: 5 * time.Millisecond, MaxDelay: 5 * time.Millisecond})
+	c1, c2 := w.NewClient(sim.ClientConfig{}), w.NewClient(sim.ClientConfig{})
+	l2 := c2.Lock(context.Background(), "b")
+	w.RunUntilIdle() // c2's acquire is on its way: it reaches Redis at 5ms
+	l1 := c1.Lock(context.Background(), "a")
+	w.Pause(c1) // c1's enqueue, due now, heads the queue
+	w.Advance(time.Millisecond)
+	if got := w.Now().Sub(sim.Start); got != time.Millisecond {
+		t.Fatalf("Now after Advance(1ms) = %v", got)
+	}
+	if keys := w.Keys(); len(keys) != 0 {
+		t.Fatalf("a request due at 5ms ran within Advance(1ms): keys %v", keys)
+	}
+	w.Advance(4 * time.Millisecond)
+	if keys := w.Keys(); len(keys) != 1 {
+		t.Fatalf("c2's acquire did not run at 5ms: keys %v", keys)
+	}
+	w.Advance(5 * time.Millisecond)
+	if !acquired(l2) || acquired(l1) {
+		t.Fatalf("at 10ms: c2 acquired=%v, paused c1 acquired=%v", acquired(l2), acquired(l1))
+	}
+	for _, e := range w.History() {
+		if e.At.After(w.Now()) || e.RanAt.After(e.At) {
+			t.Fatalf("event %+v lies after Now %v or ran after it was seen", e, w.Now())
+		}
+	}
+	w.Resume(c1)
+	w.Advance(20 * time.Millisecond)
+	if !acquired(l1) {
+		t.Fatalf("c1 not acquired after Resume: %v", l1.Err())
+	}
+}
+
+func TestAdvanceBackwardsPanics(t *testing.T) {
+	w := sim.New(sim.Config{Seed: 1})
+	defer func() {
+		if r := recover(); r == nil {
+			t.Fatal("Advance(-1ms) did not panic")
+		}
+		if w.Now() != sim.Start {
+			t.Fatalf("Now moved to %v", w.Now())
+		}
+	}()
+	w.Advance(-time.Millisecond)
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sort"
 	"sync"
 	"time"
@@ -23,21 +24,29 @@ const (
 	demoLease = 1500 * time.Millisecond
 )
 
+const demoHelp = `usage: holdfast demo [--redis URL]
+
+A short story of workers sharing one lock, told as a live timeline: waiting,
+wake-ups by pub/sub, a crashed holder, fencing. Without --redis (and without
+$HOLDFAST_REDIS) it runs on an embedded Redis inside this process.
+`
+
 // demoMain is `holdfast demo`: a short story of workers sharing one lock,
 // told as a live timeline.
 func demoMain(args []string, stdout io.Writer) (int, error) {
 	fs := newFlagSet("demo")
-	addr := fs.String("redis", "", "Redis address (default: an embedded Redis in this process)")
-	if err := parseFlags(fs, args); err != nil {
-		return exitUsage, err
+	addr := fs.String("redis", "", "")
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return 0, err
 	}
-	if fs.NArg() > 0 {
-		return exitUsage, usageError{fmt.Sprintf("demo: unexpected argument %q", fs.Arg(0))}
+	if len(rest) > 0 {
+		return 0, usageError{fmt.Sprintf("demo: unexpected argument %q", rest[0])}
 	}
 	var dial func() (rueidis.Client, error)
 	var where string
 	var del func(key string)
-	if *addr == "" {
+	if *addr == "" && os.Getenv("HOLDFAST_REDIS") == "" {
 		mr := miniredis.NewMiniRedis()
 		mr.ClockTTL(true) // TTLs run on the clock, as on a real server
 		defer mr.Close()
@@ -53,15 +62,17 @@ func demoMain(args []string, stdout io.Writer) (int, error) {
 		}
 		del = func(key string) { mr.Del(key) }
 	} else {
-		admin, err := connect(*addr)
+		t, err := parseRedis(*addr)
 		if err != nil {
-			return exitUsage, err
+			return 0, err
+		}
+		admin, err := connect(t)
+		if err != nil {
+			return 0, err
 		}
 		defer admin.Close()
-		where = "Redis at " + *addr
-		dial = func() (rueidis.Client, error) {
-			return rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{*addr}, DisableCache: true})
-		}
+		where = "Redis at " + t.display
+		dial = func() (rueidis.Client, error) { return rueidis.NewClient(t.opt) }
 		del = func(key string) { admin.Do(context.Background(), admin.B().Del().Key(key).Build()) }
 	}
 	d := &demo{out: stdout, start: time.Now(), dial: dial, del: del, store: &fencedStore{}}

@@ -3,95 +3,208 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/scripts"
 )
 
-// execMain is `holdfast exec`: a distributed flock(1). It acquires NAME,
-// runs CMD while holding it and releases it when CMD exits.
-func execMain(args []string, stderr io.Writer) (int, error) {
+const execHelp = `usage: holdfast exec [OPTIONS] NAME [OPTIONS] -- CMD [ARGS...]
+
+Acquire lock NAME, run CMD while holding it, release it when CMD exits: a
+distributed flock(1). CMD gets HOLDFAST_LOCK=NAME and HOLDFAST_TOKEN=its fencing token.
+
+Options (before or after NAME, before --):
+  --redis URL          Redis to use (see below)
+  -w, --wait SECONDS   give up if not acquired within this long (exit 75); a plain
+                       number is seconds (flock's -w), or a duration: 500ms, 2m.
+                       Default: wait as long as it takes
+  --lease DURATION     fixed lease, never renewed: the lock ends after it
+  --watchdog DURATION  watchdog lease, renewed every third of it while CMD runs
+                       (default 30s; not with --lease)
+  --kill-after DURATION
+                       when the lock is lost, CMD's process group gets SIGTERM, then
+                       SIGKILL this long after (default 10s)
+
+CMD runs in its own process group. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
+SIGUSR2 sent to holdfast are passed on to the whole group. When the lock is lost the
+group is stopped. On Linux CMD is killed (SIGKILL) if holdfast dies, even by SIGKILL;
+its own children are not, unless they too ask to die with their parent. Elsewhere a
+killed holdfast leaves CMD running until its lease runs out: stop holdfast with
+SIGTERM, which stops CMD first.
+`
+
+// execOptions are exec's command line, checked before Redis is dialled.
+type execOptions struct {
+	target    target
+	name      string
+	argv      []string
+	lockOpts  []holdfast.Option
+	wait      time.Duration // -1: no limit
+	watchdog  time.Duration
+	killAfter time.Duration
+}
+
+func parseExec(args []string) (execOptions, error) {
+	o := execOptions{wait: -1}
 	fs := newFlagSet("exec")
-	addr := fs.String("redis", "", "Redis address")
-	var wait time.Duration = -1
-	fs.Func("w", "give up if not acquired within `DURATION`", durationFlag(&wait))
-	fs.Func("wait", "give up if not acquired within `DURATION`", durationFlag(&wait))
-	lease := fs.Duration("lease", 0, "fixed lease, no watchdog renewal")
-	watchdog := fs.Duration("watchdog", holdfast.DefaultWatchdogTimeout, "watchdog lease, renewed every third of it (without --lease)")
-	killAfter := fs.Duration("kill-after", 10*time.Second, "SIGKILL CMD this long after SIGTERM when the lock is lost")
-	if err := parseFlags(fs, args); err != nil {
-		return exitUsage, err
+	addr := fs.String("redis", "", "")
+	fs.Func("w", "", waitFlag(&o.wait))
+	fs.Func("wait", "", waitFlag(&o.wait))
+	lease := fs.Duration("lease", 0, "")
+	fs.DurationVar(&o.watchdog, "watchdog", holdfast.DefaultWatchdogTimeout, "")
+	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "")
+
+	before, cmd, found := splitDashes(args)
+	rest, err := parseArgs(fs, before)
+	if err != nil {
+		return o, err
 	}
-	rest := fs.Args()
 	switch {
 	case len(rest) == 0:
-		return exitUsage, usageError{"exec: missing NAME -- CMD"}
-	case len(rest) < 2 || rest[1] != "--":
-		return exitUsage, usageError{"exec: missing `--` between NAME and CMD"}
-	case len(rest) < 3:
-		return exitUsage, usageError{"exec: missing CMD after `--`"}
+		return o, usageError{"exec: missing NAME (usage: holdfast exec [OPTIONS] NAME -- CMD [ARGS...])"}
+	case len(rest) > 1:
+		return o, usageError{fmt.Sprintf("exec: unexpected %q after NAME %q: put `--` before CMD", rest[1], rest[0])}
+	case !found:
+		return o, usageError{"exec: missing `--` between NAME and CMD"}
+	case len(cmd) == 0:
+		return o, usageError{"exec: missing CMD after `--`"}
 	}
-	name, argv := rest[0], rest[2:]
-	if *killAfter <= 0 {
-		return exitUsage, usageError{"exec: --kill-after must be positive"}
+	o.name, o.argv = rest[0], cmd
+	if err := scripts.ValidateName(o.name); err != nil {
+		return o, usageError{"exec: " + err.Error()}
 	}
-	var opts []holdfast.Option
-	if wait >= 0 {
-		opts = append(opts, holdfast.WithWait(wait))
+	leaseSet, watchdogSet := false, false
+	fs.Visit(func(f *flag.Flag) {
+		leaseSet = leaseSet || f.Name == "lease"
+		watchdogSet = watchdogSet || f.Name == "watchdog"
+	})
+	switch {
+	case leaseSet && watchdogSet:
+		return o, usageError{"exec: --lease and --watchdog exclude each other"}
+	case leaseSet && *lease < holdfast.MinLease:
+		return o, usageError{fmt.Sprintf("exec: --lease %v is shorter than %v", *lease, holdfast.MinLease)}
+	case o.watchdog < holdfast.MinLease:
+		return o, usageError{fmt.Sprintf("exec: --watchdog %v is shorter than %v", o.watchdog, holdfast.MinLease)}
+	case o.killAfter <= 0:
+		return o, usageError{"exec: --kill-after must be positive"}
 	}
-	if *lease != 0 {
-		opts = append(opts, holdfast.WithLease(*lease))
+	if o.wait >= 0 {
+		o.lockOpts = append(o.lockOpts, holdfast.WithWait(o.wait))
 	}
+	if leaseSet {
+		o.lockOpts = append(o.lockOpts, holdfast.WithLease(*lease))
+	}
+	o.target, err = parseRedis(*addr)
+	return o, err
+}
 
-	rdb, err := connect(redisAddr(*addr))
+// splitDashes splits args at the first "--": holdfast's part and CMD.
+func splitDashes(args []string) (before, after []string, found bool) {
+	for i, a := range args {
+		if a == "--" {
+			return args[:i], args[i+1:], true
+		}
+	}
+	return args, nil, false
+}
+
+// waitFlag parses -w as flock does (a number of seconds, fractions allowed),
+// or as a Go duration.
+func waitFlag(dst *time.Duration) func(string) error {
+	return func(s string) error {
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			secs, ferr := strconv.ParseFloat(s, 64)
+			if ferr != nil || secs != secs || secs > float64(1<<62)/1e9 {
+				return fmt.Errorf("%q is neither seconds nor a duration like 500ms", s)
+			}
+			d = time.Duration(secs * float64(time.Second))
+		}
+		if d < 0 {
+			return errors.New("negative wait")
+		}
+		*dst = d
+		return nil
+	}
+}
+
+// execMain is `holdfast exec`: a distributed flock. It acquires NAME, runs
+// CMD while holding it and releases it when CMD exits.
+func execMain(args []string, _, stderr io.Writer) (int, error) {
+	o, err := parseExec(args)
 	if err != nil {
-		return exitUsage, err
+		return 0, err
+	}
+	rdb, err := connect(o.target)
+	if err != nil {
+		return 0, err
 	}
 	defer rdb.Close()
-	c, err := holdfast.New(holdfast.Config{Redis: rdb, WatchdogTimeout: *watchdog})
+	c, err := holdfast.New(holdfast.Config{Redis: rdb, WatchdogTimeout: o.watchdog})
 	if err != nil {
 		return exitUsage, err
 	}
 	defer c.Close()
+	// One read of NAME's keys through a script finds a user without the
+	// rights a lock needs now, rather than after a silent wait.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err = c.Inspect(ctx, o.name)
+	cancel()
+	if err != nil {
+		return 0, redisFailure("cannot use lock "+strconv.Quote(o.name), err)
+	}
 
-	signals := make(chan os.Signal, 4)
-	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	signals := make(chan os.Signal, 8)
+	signal.Notify(signals, forwarded...)
 	defer signal.Stop(signals)
 
-	l := c.Lock(context.Background(), name, opts...)
+	l := c.Lock(context.Background(), o.name, o.lockOpts...)
 	select {
 	case <-l.Acquired:
 	case <-l.Lost:
-		if errors.Is(l.Err(), holdfast.ErrWaitTimeout) {
-			return exitNotTaken, fmt.Errorf("lock %q not acquired within %v", name, wait)
-		}
-		if errors.Is(l.Err(), holdfast.ErrInvalidName) || errors.Is(l.Err(), holdfast.ErrInvalidOption) {
-			return exitUsage, l.Err()
-		}
-		return 1, fmt.Errorf("lock %q: %v", name, l.Err())
+		return acquireFailure(o, l.Err())
 	case sig := <-signals:
 		l.Release(context.Background())
-		return 128 + int(sig.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for %q", sig, name)
+		return 128 + int(sig.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for %q", sig, o.name)
 	}
 	defer l.Release(context.Background())
 
-	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd := exec.Command(o.argv[0], o.argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	cmd.Env = append(os.Environ(),
 		"HOLDFAST_TOKEN="+strconv.FormatUint(l.Token(), 10),
-		"HOLDFAST_LOCK="+name)
-	if err := cmd.Start(); err != nil {
+		"HOLDFAST_LOCK="+o.name)
+	var restoreTerminal func()
+	cmd.SysProcAttr, restoreTerminal = childAttr()
+	started := make(chan error, 1) // closer: none, one send by the starter below
+	exited := make(chan error, 1)  // closer: none, one send by the starter below
+	go func() {
+		// Linux sends the parent-death signal when the thread that started
+		// the child ends, not the process: keep this thread until CMD is
+		// reaped.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		exited <- cmd.Wait()
+	}()
+	if err := <-started; err != nil {
+		restoreTerminal()
 		return 127, fmt.Errorf("exec: %v", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
 
 	lostCh := l.Lost
 	var kill <-chan time.Time
@@ -99,41 +212,45 @@ func execMain(args []string, stderr io.Writer) (int, error) {
 	for {
 		select {
 		case err := <-exited:
+			restoreTerminal()
 			code := exitCode(cmd, err)
 			if lost {
-				return exitLost, fmt.Errorf("lock %q lost while the command ran (%v); command stopped, its exit status was %d", name, l.Err(), code)
+				// Whatever CMD left behind must not run on without the lock.
+				signalGroup(cmd, syscall.SIGKILL)
+				return exitLost, fmt.Errorf("lock %q lost while the command ran (%v); command stopped, its exit status was %d", o.name, l.Err(), code)
 			}
 			if rerr := l.Release(context.Background()); rerr != nil {
-				fmt.Fprintf(stderr, "holdfast: releasing %q: %v\n", name, rerr)
+				fmt.Fprintf(stderr, "holdfast: releasing %q: %s\n", o.name, message(rerr))
 			}
 			return code, nil
 		case <-lostCh:
 			lostCh = nil
 			lost = true
-			fmt.Fprintf(stderr, "holdfast: lock %q lost (%v): sending SIGTERM to the command\n", name, l.Err())
-			cmd.Process.Signal(syscall.SIGTERM)
-			kill = time.After(*killAfter)
+			fmt.Fprintf(stderr, "holdfast: lock %q lost (%s): sending SIGTERM to the command\n", o.name, message(l.Err()))
+			signalGroup(cmd, syscall.SIGTERM)
+			kill = time.After(o.killAfter)
 		case <-kill:
-			fmt.Fprintf(stderr, "holdfast: command still running %v after SIGTERM: sending SIGKILL\n", *killAfter)
-			cmd.Process.Kill()
+			fmt.Fprintf(stderr, "holdfast: command still running %v after SIGTERM: sending SIGKILL\n", o.killAfter)
+			signalGroup(cmd, syscall.SIGKILL)
 		case sig := <-signals:
-			cmd.Process.Signal(sig)
+			signalGroup(cmd, sig.(syscall.Signal))
 		}
 	}
 }
 
-func durationFlag(dst *time.Duration) func(string) error {
-	return func(s string) error {
-		d, err := time.ParseDuration(s)
-		if err != nil {
-			return err
-		}
-		if d < 0 {
-			return errors.New("negative duration")
-		}
-		*dst = d
-		return nil
+// acquireFailure is exec's answer to a Lock that ended before it was held.
+// A Redis failure behind it outranks a spent wait budget: "Redis is down"
+// must not read as "the lock is busy".
+func acquireFailure(o execOptions, err error) (int, error) {
+	switch code := exitCodeOf(err); {
+	case code == exitUnreachable || code == exitNoPerm:
+		return code, fmt.Errorf("lock %q: %w", o.name, err)
+	case errors.Is(err, holdfast.ErrWaitTimeout):
+		return exitNotTaken, fmt.Errorf("lock %q not acquired within %v", o.name, o.wait)
+	case errors.Is(err, holdfast.ErrInvalidName) || errors.Is(err, holdfast.ErrInvalidOption):
+		return exitUsage, err
 	}
+	return exitFailure, fmt.Errorf("lock %q: %w", o.name, err)
 }
 
 // exitCode maps CMD's end to holdfast's exit code: its own code, or 128+N
@@ -142,11 +259,11 @@ func exitCode(cmd *exec.Cmd, err error) int {
 	if err == nil {
 		return 0
 	}
+	if cmd.ProcessState == nil {
+		return exitFailure
+	}
 	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal())
 	}
-	if cmd.ProcessState != nil {
-		return cmd.ProcessState.ExitCode()
-	}
-	return 1
+	return cmd.ProcessState.ExitCode()
 }

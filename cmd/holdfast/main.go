@@ -1,51 +1,72 @@
 // Command holdfast is the command-line tool of the holdfast lock library.
 //
-//	holdfast demo   [--redis ADDR]
-//	holdfast exec   [--redis ADDR] [-w|--wait D] [--lease D | --watchdog D] [--kill-after D] NAME -- CMD [ARGS...]
-//	holdfast status [--redis ADDR] [--json] NAME...
+//	holdfast exec   [OPTIONS] NAME [OPTIONS] -- CMD [ARGS...]
+//	holdfast status [--redis URL] [--json] NAME...
+//	holdfast list   [--redis URL] [PATTERN]
+//	holdfast force-unlock [--redis URL] NAME...
+//	holdfast demo   [--redis URL]
 //
-// The Redis address comes from --redis, else HOLDFAST_REDIS, else
-// 127.0.0.1:6379 (demo without an address runs an embedded Redis).
-//
-// Exit codes: exec exits with CMD's code (128+N when CMD died of signal N);
-// 2 for bad usage or an unreachable Redis; 75 when the lock was not acquired
-// within --wait; 76 when the lock was lost while CMD ran.
+// `holdfast help` and `holdfast COMMAND --help` describe each command, the
+// --redis URL forms and the exit codes.
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"time"
-
-	"github.com/redis/rueidis"
+	"strings"
 )
 
-// Exit codes of holdfast itself.
+// Exit codes of holdfast itself (the sysexits.h values where one fits).
 const (
-	exitUsage    = 2
-	exitNotTaken = 75 // EX_TEMPFAIL: the lock was not acquired within --wait
-	exitLost     = 76 // the lock was lost while CMD ran
+	exitFailure     = 1
+	exitUsage       = 2
+	exitUnreachable = 69 // EX_UNAVAILABLE: no Redis server answered
+	exitNotTaken    = 75 // EX_TEMPFAIL: the lock was not acquired within --wait
+	exitLost        = 76 // the lock was lost while CMD ran
+	exitNoPerm      = 77 // EX_NOPERM: Redis refused the user (password or ACL)
 )
 
-const defaultAddr = "127.0.0.1:6379"
-
-const usage = `usage:
-  holdfast demo   [--redis ADDR]
-  holdfast exec   [--redis ADDR] [-w|--wait DURATION] [--lease DURATION | --watchdog DURATION]
-                  [--kill-after DURATION] NAME -- CMD [ARGS...]
-  holdfast status [--redis ADDR] [--json] NAME...
-
-Redis address: --redis, else $HOLDFAST_REDIS, else 127.0.0.1:6379.
-exec exit codes: CMD's own; 2 usage or Redis unreachable; 75 not acquired within --wait;
-76 lock lost while CMD ran (CMD got SIGTERM, then SIGKILL after --kill-after).
+const exitHelp = `Exit codes: exec ends with CMD's own code (128+N when CMD died of signal N), else
+  1 other failure   2 bad usage   69 Redis unreachable   75 not acquired within --wait
+  76 lock lost while CMD ran   77 not permitted by Redis (password, ACL)
 `
+
+const usage = `usage: holdfast COMMAND [OPTIONS] ARGS
+
+Commands:
+  exec          run a command while holding a lock (a distributed flock)
+  status        show the holders, TTL and fence of lock names
+  list          list the lock names held now
+  force-unlock  free a lock whoever holds it
+  demo          a short story of workers sharing one lock
+
+Run holdfast COMMAND --help for its options.
+
+` + connHelp + "\n" + exitHelp
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// command is one subcommand: its help text and its body.
+type command struct {
+	help string
+	main func(args []string, stdout, stderr io.Writer) (int, error)
+}
+
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"exec":         {execHelp, execMain},
+		"status":       {statusHelp, statusMain},
+		"list":         {listHelp, listMain},
+		"force-unlock": {forceUnlockHelp, forceUnlockMain},
+		"demo":         {demoHelp, func(args []string, stdout, _ io.Writer) (int, error) { return demoMain(args, stdout) }},
+	}
 }
 
 // usageError is bad input on the command line: one line on stderr, exit 2.
@@ -53,77 +74,97 @@ type usageError struct{ msg string }
 
 func (e usageError) Error() string { return e.msg }
 
+// errHelp asks for the command's help on stdout and exit 0.
+var errHelp = errors.New("help requested")
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage
 	}
-	var code int
-	var err error
 	switch args[0] {
-	case "demo":
-		code, err = demoMain(args[1:], stdout)
-	case "exec":
-		code, err = execMain(args[1:], stderr)
-	case "status":
-		code, err = statusMain(args[1:], stdout)
 	case "-h", "-help", "--help", "help":
+		if len(args) > 1 {
+			if c, ok := commands[args[1]]; ok {
+				fmt.Fprint(stdout, c.help+"\n"+connHelp+"\n"+exitHelp)
+				return 0
+			}
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
-	default:
-		err = usageError{fmt.Sprintf("unknown command %q (want demo, exec or status)", args[0])}
+	}
+	c, ok := commands[args[0]]
+	if !ok {
+		return fail(stderr, exitUsage, usageError{fmt.Sprintf("unknown command %q (want exec, status, list, force-unlock or demo; see holdfast help)", args[0])})
+	}
+	code, err := c.main(args[1:], stdout, stderr)
+	if errors.Is(err, errHelp) {
+		fmt.Fprint(stdout, c.help+"\n"+connHelp+"\n"+exitHelp)
+		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "holdfast: %v\n", err)
-		if code == 0 {
-			code = exitUsage
-		}
+		return fail(stderr, code, err)
 	}
 	return code
 }
 
-// newFlagSet returns a flag set that reports errors as usageError.
+// fail prints err as one line with one "holdfast:" prefix and returns the
+// exit code: code if set, else the code err carries, else exitFailure.
+func fail(stderr io.Writer, code int, err error) int {
+	var ce codedError
+	var ue usageError
+	switch {
+	case code != 0:
+	case errors.As(err, &ce):
+		code = ce.code
+	case errors.As(err, &ue):
+		code = exitUsage
+	default:
+		code = exitFailure
+	}
+	fmt.Fprintf(stderr, "holdfast: %s\n", message(err))
+	return code
+}
+
+// message is err's text on one line, without the library's own "holdfast: "
+// prefixes (the line gets one), and without secrets.
+func message(err error) string {
+	msg := err.Error()
+	for strings.HasPrefix(msg, "holdfast: ") {
+		msg = strings.TrimPrefix(msg, "holdfast: ")
+	}
+	msg = strings.ReplaceAll(msg, ": holdfast: ", ": ")
+	msg = strings.ReplaceAll(msg, "\n", " ")
+	return redact(msg)
+}
+
+// newFlagSet returns a flag set that reports errors instead of printing.
 func newFlagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	return fs
 }
 
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return usageError{"see `holdfast help`"}
+// parseArgs parses flags wherever they stand among the positional
+// arguments (before NAME, between names) and returns the positional ones.
+// A "--" ends the flags: what follows it is positional.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, errHelp
+			}
+			return nil, usageError{fs.Name() + ": " + err.Error()}
 		}
-		return usageError{err.Error()}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(positional, rest...), nil
+		}
+		if len(rest) == 0 {
+			return positional, nil
+		}
+		positional = append(positional, rest[0])
+		args = rest[1:]
 	}
-	return nil
-}
-
-func redisAddr(flagValue string) string {
-	if flagValue != "" {
-		return flagValue
-	}
-	if env := os.Getenv("HOLDFAST_REDIS"); env != "" {
-		return env
-	}
-	return defaultAddr
-}
-
-// connect dials Redis and checks it answers.
-func connect(addr string) (rueidis.Client, error) {
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress:      []string{addr},
-		DisableCache:     true,
-		ConnWriteTimeout: 5 * time.Second,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("cannot reach Redis at %s: %v", addr, err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := rdb.Do(ctx, rdb.B().Ping().Build()).Error(); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("cannot reach Redis at %s: %v", addr, err)
-	}
-	return rdb, nil
 }

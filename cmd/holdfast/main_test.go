@@ -196,26 +196,24 @@ func TestStatusShowsHolder(t *testing.T) {
 	}
 	t.Logf("status output:\n%s", r.stdout)
 	// The holder's field is svc1:INSTANCE:job (see scripts.Field).
-	if !strings.Contains(r.stdout, "svc1:") || !strings.Contains(r.stdout, ":job") || !strings.Contains(r.stdout, "held") || !strings.Contains(r.stdout, "free") {
+	if !strings.Contains(r.stdout, "svc1:") || !strings.Contains(r.stdout, ":job") || !strings.Contains(r.stdout, "report    lock") || !strings.Contains(r.stdout, "free-one  free") {
 		t.Fatalf("status output lacks the holder:\n%s", r.stdout)
 	}
-	r = runHoldfast(t, "status", "--redis", srv.Addr, "--json", "report")
+	r = runHoldfast(t, "status", "--json", "report", "--redis", srv.Addr) // flags after names too
 	var sts []lockStatus
 	if err := json.Unmarshal([]byte(r.stdout), &sts); err != nil {
 		t.Fatalf("json: %v\n%s", err, r.stdout)
 	}
-	if len(sts) == 0 {
-		t.Fatalf("no status: %s", r.stdout)
-	}
-	holder := ""
-	for f := range sts[len(sts)-1].Holders {
-		if id, _, owner, ok := scripts.ParseField(f); ok && id == "svc1" && owner == "job" {
-			holder = f
-		}
-	}
-	if len(sts) != 1 || !sts[0].Held || sts[0].Holders[holder] != 1 || sts[0].TTLms <= 0 || sts[0].Fence != int64(l.Token()) {
+	if len(sts) != 1 || sts[0].Kind != holdfast.KindLock || len(sts[0].Holders) != 1 ||
+		!isOwner(sts[0].Holders[0], "svc1", "job") || sts[0].Holders[0].Count != 1 || sts[0].TTLms <= 0 || sts[0].Fence != l.Token() {
 		t.Fatalf("status %+v", sts)
 	}
+}
+
+// isOwner reports whether h is owner of a Client labelled clientID.
+func isOwner(h holder, clientID, owner string) bool {
+	id, _, o, ok := scripts.ParseField(h.Owner)
+	return ok && id == clientID && o == owner
 }
 
 func TestUsageErrors(t *testing.T) {
@@ -225,18 +223,50 @@ func TestUsageErrors(t *testing.T) {
 		{"exec", "name", "true"},
 		{"exec", "name", "--"},
 		{"exec", "--wait", "soon", "name", "--", "true"},
-		{"exec", "--redis", "127.0.0.1:1", "name", "--", "true"},
+		{"exec", "-w", "-1", "name", "--", "true"},
+		{"exec", "name", "extra", "--", "true"},
 		{"status"},
-		{"status", "--redis", "127.0.0.1:1", "x"},
 		{"status", ""},
+		{"list", "a*", "b*"},
+		{"force-unlock"},
+		// Options are checked before Redis is dialled: these name an
+		// address where nothing listens and still get exit 2, not 69.
+		{"exec", "--redis", "127.0.0.1:1", "--lease", "1ms", "name", "--", "true"},
+		{"exec", "--redis", "127.0.0.1:1", "--lease", "1s", "--watchdog", "2s", "name", "--", "true"},
+		{"exec", "--redis", "127.0.0.1:1", "}bad", "--", "true"},
+		{"status", "--redis", "127.0.0.1:1", "}bad"},
+		{"exec", "--redis", "redis://h:1/x/y", "name", "--", "true"},
+		{"exec", "--redis", "ftp://h:1", "name", "--", "true"},
 	}
 	for _, args := range cases {
 		r := runHoldfast(t, args...)
 		if r.code != exitUsage {
-			t.Errorf("holdfast %q: exit %d, want %d", args, r.code, exitUsage)
+			t.Errorf("holdfast %q: exit %d, want %d (stderr %q)", args, r.code, exitUsage, r.stderr)
 		}
 		if len(args) > 0 && strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
 			t.Errorf("holdfast %q: stderr is not one line: %q", args, r.stderr)
+		}
+		if len(args) > 0 && (!strings.HasPrefix(r.stderr, "holdfast: ") || strings.Count(r.stderr, "holdfast:") != 1) {
+			t.Errorf("holdfast %q: stderr %q, want one holdfast: prefix", args, r.stderr)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{
+		{"help"}, {"--help"}, {"exec", "--help"}, {"exec", "-h"}, {"exec", "name", "--help"},
+		{"status", "--help"}, {"list", "-h"}, {"force-unlock", "--help"}, {"demo", "--help"}, {"help", "exec"},
+	} {
+		r := runHoldfast(t, args...)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("holdfast %q: exit %d, stderr %q; want 0 and help on stdout", args, r.code, r.stderr)
+		}
+		want := "usage: holdfast"
+		if args[0] != "help" && args[0] != "--help" {
+			want += " " + args[0]
+		}
+		if !strings.HasPrefix(r.stdout, want) || !strings.Contains(r.stdout, "master_set=") || !strings.Contains(r.stdout, "77 not permitted") {
+			t.Errorf("holdfast %q: help lacks its usage line, the URL forms or the exit codes:\n%s", args, r.stdout)
 		}
 	}
 }

@@ -5,116 +5,227 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/redis/rueidis"
-
+	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/scripts"
 )
 
+const statusHelp = `usage: holdfast status [--redis URL] [--json] NAME...
+
+Show what Redis holds of each lock NAME: its kind, holders (CLIENTID:INSTANCE:OWNER as the
+holder's Client stored it, and its reentry count), remaining TTL, fencing counter
+and queued waiters.
+`
+
+const listHelp = `usage: holdfast list [--redis URL] [PATTERN]
+
+List the lock names held now, one a line, sorted. PATTERN is a Redis glob on the
+name (*, ?, [abc]; default *). On a cluster every node is scanned.
+`
+
+const forceUnlockHelp = `usage: holdfast force-unlock [--redis URL] NAME...
+
+Free lock NAME whoever holds it: delete the hold, raise its fence so that the old
+holder's token is stale, and wake its waiters. The old holder learns at its next
+renewal (holdfast exec then stops its command). For a stuck holder that is alive:
+a dead holder's lock frees itself when its lease runs out.
+`
+
 // lockStatus is what `holdfast status` reports of one lock.
 type lockStatus struct {
-	Name    string         `json:"name"`
-	Held    bool           `json:"held"`
-	Holders map[string]int `json:"holders"` // owner field -> reentry count
-	TTLms   int64          `json:"ttl_ms"`  // -2: no key; -1: no TTL
-	Fence   int64          `json:"fence"`   // last fencing token handed out
-	Waiters int64          `json:"waiting_clients"`
+	Name    string   `json:"name"`
+	Kind    string   `json:"kind"` // "" when free
+	Holders []holder `json:"holders"`
+	TTLms   int64    `json:"ttl_ms"` // 0 when free, -1 when the key has no expiry
+	Fence   uint64   `json:"fence"`  // the fencing counter
+	Waiters int      `json:"waiters"`
 }
 
-func statusMain(args []string, stdout io.Writer) (int, error) {
-	fs := newFlagSet("status")
-	addr := fs.String("redis", "", "Redis address")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseFlags(fs, args); err != nil {
-		return exitUsage, err
+type holder struct {
+	Owner string `json:"owner"` // CLIENTID:INSTANCE:OWNER as stored
+	Count int64  `json:"count"`
+	Mode  string `json:"mode,omitempty"`
+}
+
+// opsArgs parses the options shared by status, list and force-unlock.
+func opsArgs(name string, args []string, asJSON *bool) (target, []string, error) {
+	fs := newFlagSet(name)
+	addr := fs.String("redis", "", "")
+	if asJSON != nil {
+		fs.BoolVar(asJSON, "json", false, "")
 	}
-	names := fs.Args()
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return target{}, nil, err
+	}
+	t, err := parseRedis(*addr)
+	return t, rest, err
+}
+
+// opsClient connects to Redis and returns a Client to inspect with, and
+// how to close both.
+func opsClient(t target) (*holdfast.Client, func(), error) {
+	rdb, err := connect(t)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := holdfast.New(holdfast.Config{Redis: rdb})
+	if err != nil {
+		rdb.Close()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); rdb.Close() }, nil
+}
+
+func checkNames(cmd string, names []string) error {
 	if len(names) == 0 {
-		return exitUsage, usageError{"status: name at least one lock"}
+		return usageError{cmd + ": name at least one lock"}
 	}
 	for _, n := range names {
 		if err := scripts.ValidateName(n); err != nil {
-			return exitUsage, usageError{err.Error()}
+			return usageError{cmd + ": " + err.Error()}
 		}
 	}
-	rdb, err := connect(redisAddr(*addr))
+	return nil
+}
+
+func statusMain(args []string, stdout, _ io.Writer) (int, error) {
+	var asJSON bool
+	t, names, err := opsArgs("status", args, &asJSON)
 	if err != nil {
-		return exitUsage, err
+		return 0, err
 	}
-	defer rdb.Close()
+	if err := checkNames("status", names); err != nil {
+		return 0, err
+	}
+	c, done, err := opsClient(t)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var out []lockStatus
+	out := make([]lockStatus, 0, len(names))
 	for _, n := range names {
-		st, err := readStatus(ctx, rdb, n)
+		info, err := c.Inspect(ctx, n)
 		if err != nil {
-			return 1, err
+			return 0, redisFailure("status", err)
 		}
-		out = append(out, st)
+		out = append(out, statusOf(n, info))
 	}
-	if *asJSON {
+	if asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		return 0, enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tSTATE\tHOLDER (CLIENT:OWNER)\tCOUNT\tTTL\tFENCE\tWAITING CLIENTS")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER (CLIENTID:INSTANCE:OWNER)\tCOUNT\tTTL\tFENCE\tWAITERS")
 	for _, st := range out {
-		state, holder, count, ttl := "free", "-", "-", "-"
-		if st.Held {
-			state = "held"
-			var hs, cs []string
-			for h, c := range st.Holders {
-				hs = append(hs, h)
-				cs = append(cs, fmt.Sprint(c))
-			}
-			holder, count = strings.Join(hs, ","), strings.Join(cs, ",")
-			switch {
-			case st.TTLms >= 0:
+		kind, ttl := "free", "-"
+		if st.Kind != "" {
+			kind = st.Kind
+			ttl = "none"
+			if st.TTLms >= 0 {
 				ttl = (time.Duration(st.TTLms) * time.Millisecond).String()
-			case st.TTLms == -1:
-				ttl = "none"
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\n", st.Name, state, holder, count, ttl, st.Fence, st.Waiters)
+		if len(st.Holders) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t-\t-\t%s\t%d\t%d\n", st.Name, kind, ttl, st.Fence, st.Waiters)
+		}
+		// One line per holder: a read-write lock may have many.
+		for i, h := range st.Holders {
+			owner := h.Owner
+			if h.Mode != "" {
+				owner += " (" + h.Mode + ")"
+			}
+			if i == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\n", st.Name, kind, owner, h.Count, ttl, st.Fence, st.Waiters)
+			} else {
+				fmt.Fprintf(tw, "\t\t%s\t%d\t\t\t\n", owner, h.Count)
+			}
+		}
 	}
 	return 0, tw.Flush()
 }
 
-func readStatus(ctx context.Context, rdb rueidis.Client, name string) (lockStatus, error) {
-	key := scripts.LockKey(name)
-	res := rdb.DoMulti(ctx,
-		rdb.B().Hgetall().Key(key).Build(),
-		rdb.B().Pttl().Key(key).Build(),
-		rdb.B().Get().Key(scripts.FenceKey(name)).Build(),
-		rdb.B().PubsubNumsub().Channel(scripts.Channel(name)).Build(),
-	)
-	st := lockStatus{Name: name, Holders: map[string]int{}}
-	fields, err := res[0].AsIntMap()
+func statusOf(name string, info holdfast.Info) lockStatus {
+	st := lockStatus{Name: name, Kind: info.Kind, Holders: []holder{}, Fence: info.Fence, Waiters: info.Waiters}
+	for _, h := range info.Holders {
+		st.Holders = append(st.Holders, holder{Owner: h.Owner, Count: h.Count, Mode: h.Mode})
+	}
+	switch {
+	case info.TTL > 0:
+		st.TTLms = info.TTL.Milliseconds()
+	case info.TTL < 0:
+		st.TTLms = -1
+	}
+	return st
+}
+
+func listMain(args []string, stdout, _ io.Writer) (int, error) {
+	t, rest, err := opsArgs("list", args, nil)
 	if err != nil {
-		return st, fmt.Errorf("status %s: %v", name, err)
+		return 0, err
 	}
-	keys := make([]string, 0, len(fields))
-	for f := range fields {
-		keys = append(keys, f)
+	if len(rest) > 1 {
+		return 0, usageError{fmt.Sprintf("list: one PATTERN at most, got %q", rest)}
 	}
-	sort.Strings(keys)
-	for _, f := range keys {
-		st.Holders[f] = int(fields[f])
+	pattern := "*"
+	if len(rest) == 1 {
+		pattern = rest[0]
 	}
-	st.Held = len(fields) > 0
-	if st.TTLms, err = res[1].AsInt64(); err != nil {
-		return st, fmt.Errorf("status %s: %v", name, err)
+	c, done, err := opsClient(t)
+	if err != nil {
+		return 0, err
 	}
-	if st.Fence, err = res[2].AsInt64(); err != nil && !rueidis.IsRedisNil(err) {
-		return st, fmt.Errorf("status %s: %v", name, err)
+	defer done()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	names, err := c.Names(ctx, pattern)
+	if err != nil {
+		return 0, redisFailure("list", err)
 	}
-	if counts, err := res[3].AsIntMap(); err == nil {
-		st.Waiters = counts[scripts.Channel(name)]
+	if len(names) > 0 {
+		fmt.Fprintln(stdout, strings.Join(names, "\n"))
 	}
-	return st, nil
+	return 0, nil
+}
+
+func forceUnlockMain(args []string, stdout, _ io.Writer) (int, error) {
+	t, names, err := opsArgs("force-unlock", args, nil)
+	if err != nil {
+		return 0, err
+	}
+	if err := checkNames("force-unlock", names); err != nil {
+		return 0, err
+	}
+	c, done, err := opsClient(t)
+	if err != nil {
+		return 0, err
+	}
+	defer done()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, n := range names {
+		before, err := c.Inspect(ctx, n)
+		if err == nil {
+			err = c.ForceUnlock(ctx, n)
+		}
+		if err != nil {
+			return 0, redisFailure("force-unlock "+n, err)
+		}
+		if before.Kind == "" {
+			fmt.Fprintf(stdout, "%s: was free\n", n)
+			continue
+		}
+		owners := make([]string, len(before.Holders))
+		for i, h := range before.Holders {
+			owners[i] = h.Owner
+		}
+		fmt.Fprintf(stdout, "%s: freed (was held by %s)\n", n, strings.Join(owners, ", "))
+	}
+	return 0, nil
 }

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast/internal/redistest"
+)
+
+// startProcess runs a Redis binary until the test ends and waits until addr
+// answers PING.
+func startProcess(t *testing.T, addr string, name string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("starting %s: %v", name, err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitUntil(t, name+" answering on "+addr, func() bool {
+		out, err := exec.Command("redis-cli", "-u", "redis://"+addr, "PING").Output()
+		return err == nil && strings.TrimSpace(string(out)) == "PONG"
+	})
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// exec and status reach the primary through a Sentinel URL.
+func TestSentinelURL(t *testing.T) {
+	srv := redistest.Start(t)
+	sentinel := deadAddr(t)
+	host, port, _ := net.SplitHostPort(srv.Addr)
+	_, sport, _ := net.SplitHostPort(sentinel)
+	conf := filepath.Join(t.TempDir(), "sentinel.conf")
+	err := os.WriteFile(conf, []byte("port "+sport+"\nbind 127.0.0.1\nprotected-mode no\n"+
+		"sentinel monitor jobs "+host+" "+port+" 1\n"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	startProcess(t, sentinel, "redis-server", conf, "--sentinel")
+
+	url := "redis://" + sentinel + "?master_set=jobs"
+	r := runHoldfast(t, "exec", "--redis", url, "nightly", "--", "sh", "-c", "echo $HOLDFAST_TOKEN")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
+		t.Fatalf("exec through Sentinel: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if fence, err := srv.Do(t, "GET", "holdfast:{nightly}:fence").AsInt64(); err != nil || fence != 1 {
+		t.Fatalf("the primary's fence is %d (%v) after the exec through Sentinel, want 1", fence, err)
+	}
+	r = runHoldfast(t, "status", "--redis", url, "nightly")
+	if r.code != 0 || !strings.Contains(r.stdout, "nightly") {
+		t.Fatalf("status through Sentinel: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// exec, status and list work on a cluster named by several seed addresses
+// (here the one node of a cluster that owns every slot, twice over).
+func TestClusterURL(t *testing.T) {
+	addr := deadAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	dir := t.TempDir()
+	startProcess(t, addr, "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
+		"--protected-mode", "no")
+	if out, err := exec.Command("redis-cli", "-u", "redis://"+addr, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").CombinedOutput(); err != nil {
+		t.Fatalf("CLUSTER ADDSLOTSRANGE: %v %s", err, out)
+	}
+	waitUntil(t, "cluster_state:ok", func() bool {
+		out, _ := exec.Command("redis-cli", "-u", "redis://"+addr, "CLUSTER", "INFO").Output()
+		return strings.Contains(string(out), "cluster_state:ok")
+	})
+
+	url := "redis://" + addr + "?addr=" + addr
+	for i := 1; i <= 2; i++ {
+		r := runHoldfast(t, "exec", "--redis", url, "job:"+strconv.Itoa(i), "--", "true")
+		if r.code != 0 {
+			t.Fatalf("exec on the cluster: exit %d, stderr %q", r.code, r.stderr)
+		}
+	}
+	hold := holdfastCmd("exec", "--redis", url, "job:held", "--", "sleep", "30")
+	if err := hold.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { hold.Process.Kill(); hold.Wait() })
+	waitUntil(t, "job:held to be held", func() bool {
+		return runHoldfast(t, "list", "--redis", url, "job:*").stdout == "job:held\n"
+	})
+	r := runHoldfast(t, "status", "--redis", url, "job:held", "job:1")
+	if r.code != 0 || !strings.Contains(r.stdout, "job:held  lock") || !strings.Contains(r.stdout, "job:1     free") {
+		t.Fatalf("status on the cluster: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// exec runs over TLS with a rediss:// URL; without skip_verify the
+// self-signed certificate is refused.
+func TestTLSURL(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeSelfSigned(t, dir)
+	addr := deadAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command("redis-server", "--port", "0", "--tls-port", port, "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir, "--protected-mode", "no",
+		"--tls-cert-file", certFile, "--tls-key-file", keyFile, "--tls-ca-cert-file", certFile,
+		"--tls-auth-clients", "no")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	waitUntil(t, "TLS port "+addr, func() bool {
+		c, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true})
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+
+	r := runHoldfast(t, "exec", "--redis", "rediss://"+addr+"?skip_verify=true", "secure", "--", "sh", "-c", "echo $HOLDFAST_TOKEN")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
+		t.Fatalf("exec over TLS: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runHoldfast(t, "exec", "--redis", "rediss://"+addr, "secure", "--", "true")
+	if r.code == 0 || !strings.Contains(r.stderr, "certificate") {
+		t.Fatalf("a self-signed certificate was accepted without skip_verify: exit %d, stderr %q", r.code, r.stderr)
+	}
+	t.Logf("without skip_verify: exit %d: %s", r.code, strings.TrimSpace(r.stderr))
+}
+
+// writeSelfSigned writes a self-signed certificate for 127.0.0.1 and its key
+// as PEM files in dir.
+func writeSelfSigned(t *testing.T, dir string) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "holdfast test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return certFile, keyFile
+}

@@ -1,0 +1,276 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// Info is what Redis shows of one lock name, as Inspect reads it.
+type Info struct {
+	// Kind is the kind the name is in use as: KindLock for the reentrant
+	// lock of Client.Lock; "" when the name is free.
+	Kind string
+	// Holders are the owners holding the name, ordered by Owner.
+	Holders []Holder
+	// TTL is the remaining time to live of the name's hold key: the longest
+	// the hold can last without another renewal. 0 when the name is free;
+	// -1 when the key has no expiry (never written so by holdfast).
+	TTL time.Duration
+	// Fence is the name's fencing counter: at least the token of its latest
+	// grant (names of one cluster hash slot share a counter, so it may be
+	// higher), and higher after a ForceUnlock. It survives the hold and is 0
+	// for a slot never granted.
+	Fence uint64
+	// Waiters counts the waiters queued in Redis. The reentrant lock keeps no
+	// queue in Redis (waiters wait in their own processes), so it is 0 there.
+	Waiters int
+}
+
+// Holder is one owner holding a lock name.
+type Holder struct {
+	Owner string // CLIENTID:OWNER as stored
+	Count int64  // reentry count
+	Mode  string // "read" or "write" for the read-write kind, "" otherwise
+}
+
+// Lock kinds as Info.Kind names them.
+const (
+	KindLock = "lock" // the reentrant lock of Client.Lock
+)
+
+// errNoRedis answers Inspect, ForceUnlock and Names on a Client without a
+// Redis client of its own (the simulator's).
+var errNoRedis = fmt.Errorf("%w: Client has no Redis client to inspect with", ErrInvalidOption)
+
+// Inspect reads what Redis shows of the lock name: its kind, holders, TTL,
+// fence and queued waiters. It changes nothing. Bad input gives
+// ErrInvalidName or ErrInvalidOption; a failed Redis call gives its error.
+//
+// The holders, kind and TTL come from one atomic read; the fence is read
+// right after it, so it is at least the token of every holder shown.
+func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
+	rdb, err := c.inspectable(ctx)
+	if err == nil {
+		err = scripts.ValidateName(name)
+	}
+	if err != nil {
+		return Info{}, err
+	}
+	var info Info
+	for _, k := range lockKinds {
+		held, err := k.inspect(ctx, rdb, name, &info)
+		if err != nil {
+			return Info{}, fmt.Errorf("holdfast: inspecting %q: %w", name, err)
+		}
+		if held {
+			info.Kind = k.kind
+			break
+		}
+	}
+	if info.Fence, err = readFence(ctx, rdb, name); err != nil {
+		return Info{}, fmt.Errorf("holdfast: inspecting %q: %w", name, err)
+	}
+	return info, nil
+}
+
+// ForceUnlock frees the lock name whoever holds it, as an operator's last
+// resort for a holder that is stuck but alive (a dead holder's hold runs out
+// with its lease by itself). It deletes the hold, raises the fence so that the
+// old holder's token is stale, and wakes the name's waiters. The old holder's
+// Lock ends with Lost (ErrNotOwner) at its next renewal; until then it still
+// believes it holds the name, which is why its token must be fenced.
+// ForceUnlock on a free name changes nothing and returns nil.
+func (c *Client) ForceUnlock(ctx context.Context, name string) error {
+	rdb, err := c.inspectable(ctx)
+	if err == nil {
+		err = scripts.ValidateName(name)
+	}
+	if err != nil {
+		return err
+	}
+	for _, k := range lockKinds {
+		freed, err := k.forceUnlock(ctx, rdb, name)
+		if err != nil {
+			return fmt.Errorf("holdfast: force-unlocking %q: %w", name, err)
+		}
+		if freed {
+			return nil
+		}
+	}
+	return nil
+}
+
+// Names returns the names held now whose name matches pattern (Redis glob
+// syntax: *, ?, [abc], \ escapes; "" means "*"), sorted. It scans every node
+// of a cluster. A name may be released or granted while the scan runs: a name
+// held throughout is listed, others may or may not be.
+func (c *Client) Names(ctx context.Context, pattern string) ([]string, error) {
+	if pattern == "" {
+		pattern = "*"
+	}
+	rdb, err := c.inspectable(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	// Nodes includes replicas on a cluster; seen drops their duplicates, and
+	// those of kinds that mark a name held with the same key.
+	for addr, node := range rdb.Nodes() {
+		for _, k := range lockKinds {
+			var cursor uint64
+			for {
+				entry, err := node.Do(ctx, node.B().Scan().Cursor(cursor).
+					Match(k.heldKeyPattern(pattern)).Count(1000).Build()).AsScanEntry()
+				if err != nil {
+					return nil, fmt.Errorf("holdfast: scanning %s: %w", addr, err)
+				}
+				for _, key := range entry.Elements {
+					if name, ok := k.nameOfHeldKey(key); ok {
+						seen[name] = true
+					}
+				}
+				if cursor = entry.Cursor; cursor == 0 {
+					break
+				}
+			}
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// inspectable checks the arguments shared by the operator's calls and returns
+// the Redis client to use.
+func (c *Client) inspectable(ctx context.Context) (rueidis.Client, error) {
+	switch {
+	case ctx == nil:
+		return nil, fmt.Errorf("%w: nil context", ErrInvalidOption)
+	case !c.usable():
+		return nil, errNoClient
+	case c.cfg.Redis == nil:
+		return nil, errNoRedis
+	}
+	return c.cfg.Redis, nil
+}
+
+// lockKind is what Inspect and ForceUnlock know of one lock kind. Adding a
+// kind adds one entry to lockKinds and touches nothing else here. Kinds share
+// the name space and a name is in use as at most one kind, so the first kind
+// that finds the name held answers; a kind whose keys look like another's
+// (say, the same hash with a marker field) must come before it.
+type lockKind struct {
+	kind string
+	// inspect reads name's keys of this kind into info (Holders, TTL,
+	// Waiters) and reports whether name is held as this kind.
+	inspect func(ctx context.Context, rdb rueidis.Client, name string, info *Info) (held bool, err error)
+	// forceUnlock frees name if it is held as this kind, raising its fence
+	// and waking its waiters, and reports whether it did.
+	forceUnlock func(ctx context.Context, rdb rueidis.Client, name string) (freed bool, err error)
+	// heldKeyPattern is the SCAN MATCH pattern of the keys that exist while
+	// a name matching glob is held as this kind; nameOfHeldKey maps such a
+	// key back to its name (false for other keys the pattern catches).
+	heldKeyPattern func(glob string) string
+	nameOfHeldKey  func(key string) (string, bool)
+}
+
+var lockKinds = []lockKind{
+	{
+		kind:           KindLock,
+		inspect:        inspectReentrant,
+		forceUnlock:    forceUnlockReentrant,
+		heldKeyPattern: scripts.LockKeyPattern,
+		nameOfHeldKey:  scripts.NameOfLockKey,
+	},
+}
+
+var (
+	inspectScript     = rueidis.NewLuaScript(scripts.Inspect)
+	forceUnlockScript = rueidis.NewLuaScript(scripts.ForceUnlock)
+)
+
+func inspectReentrant(ctx context.Context, rdb rueidis.Client, name string, info *Info) (bool, error) {
+	reply, err := inspectScript.Exec(ctx, rdb, []string{scripts.LockKey(name)}, nil).ToArray()
+	if err != nil {
+		return false, err
+	}
+	if len(reply) == 0 || len(reply)%2 != 1 {
+		return false, fmt.Errorf("inspect script: reply of %d elements", len(reply))
+	}
+	pttl, err := reply[0].AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("inspect script: %w", err)
+	}
+	if pttl == -2 || len(reply) == 1 {
+		return false, nil
+	}
+	holders := make([]Holder, 0, (len(reply)-1)/2)
+	for i := 1; i < len(reply); i += 2 {
+		owner, err1 := reply[i].ToString()
+		count, err2 := reply[i+1].ToString()
+		if err := errors.Join(err1, err2); err != nil {
+			return false, fmt.Errorf("inspect script: %w", err)
+		}
+		n, err := strconv.ParseInt(count, 10, 64)
+		if err != nil {
+			return false, fmt.Errorf("inspect script: owner %q has count %q", owner, count)
+		}
+		holders = append(holders, Holder{Owner: owner, Count: n})
+	}
+	sort.Slice(holders, func(i, j int) bool { return holders[i].Owner < holders[j].Owner })
+	info.Holders = holders
+	info.TTL = ttlOf(pttl)
+	return true, nil
+}
+
+func forceUnlockReentrant(ctx context.Context, rdb rueidis.Client, name string) (bool, error) {
+	keys := scripts.GrantKeys(name)
+	n, err := forceUnlockScript.Exec(ctx, rdb, keys, []string{scripts.Channel(name)}).AsInt64()
+	return n == 1, err
+}
+
+// ttlOf turns a PTTL reply into Info.TTL.
+func ttlOf(pttl int64) time.Duration {
+	if pttl < 0 {
+		return -1
+	}
+	return time.Duration(pttl) * time.Millisecond
+}
+
+// readFence reads name's fence: the larger of its slot's counter and the
+// per-name counter of earlier versions (see scripts/fence.lua), as the
+// scripts' fence_peek does — at least every token the name was given. The
+// two keys share the name's hash slot, so one MGET reads them.
+func readFence(ctx context.Context, rdb rueidis.Client, name string) (uint64, error) {
+	vals, err := rdb.Do(ctx, rdb.B().Mget().Key(scripts.FenceKeys(name)...).Build()).ToArray()
+	if err != nil {
+		return 0, err
+	}
+	var fence uint64
+	for _, v := range vals {
+		s, err := v.ToString()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		fence = max(fence, n)
+	}
+	return fence, nil
+}

@@ -1,0 +1,116 @@
+package lockactor
+
+import (
+	"errors"
+	"time"
+
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// Kind is the policy of one kind of lock: the scripts its requests run, how
+// their replies decode, which local requests may try for the lock together,
+// and which channel wakes its waiters. The kernel (Machine) does everything
+// else the same way for every kind. A Kind is a table of plain functions
+// with no state of its own; each kind is one value in its own file
+// (kind_lock.go, kind_fair.go, …). A field left nil means the kind does not
+// use that feature; the comments say what the kernel does then.
+type Kind struct {
+	// Name is the kind's name as Redis marks it and Inspect reports it.
+	Name string
+
+	// Acquire builds the call that grants r to its owner field: fresh when
+	// expected is 0, a reentry of a hold of count expected otherwise.
+	// Repeating the same call must be harmless (see Fault Ambiguous).
+	Acquire func(env Env, r *Request, expected int64) scripts.Call
+	// DecodeAcquire turns the acquire call's reply into an outcome.
+	DecodeAcquire func(reply []int64) (AcquireResult, error)
+	// Release builds the call that gives back one reentry of field's hold
+	// (expected is the count the owner holds before it; 0 removes the field
+	// whatever its count, and whatever else Redis keeps for it, such as a
+	// place in a queue).
+	Release func(env Env, field string, expected int64) scripts.Call
+	// DecodeRelease turns the release call's reply into the owner's count
+	// after it, or ReleaseNotOwner / ReleaseMismatch.
+	DecodeRelease func(reply []int64) (int64, error)
+
+	// Handoff builds the call that releases from's hold (count 1) and
+	// grants to in one round trip; nil turns local handoff off for the kind.
+	Handoff func(env Env, from string, to *Request) scripts.Call
+	// DecodeHandoff decodes the handoff's reply: the release's outcome, then
+	// the acquire's.
+	DecodeHandoff func(reply []int64) (left int64, acquire AcquireResult, err error)
+
+	// Renew is the batch script that renews holds (see renewal): one key and
+	// a field, lease-ms argument pair per hold; 1 renewed, 0 not held.
+	Renew *scripts.Script
+	// KeepAlive, when set, is the batch script that keeps a waiter's place in
+	// a queue kept by Redis (same shape as Renew; 1 still queued, 0 not
+	// queued any more). A waiter whose acquire answered Held is then kept
+	// alive every Config.WaiterTimeout/3 while it waits, ends its place with
+	// Release (expected 0) when it gives up, and tries again at once when
+	// its place is gone (it may have been granted the lock). Nil: waiters
+	// leave nothing in Redis.
+	KeepAlive *scripts.Script
+	// KeepAliveKey is the key KeepAlive is called on for the lock name.
+	KeepAliveKey func(name string) string
+
+	// Channel is the pub/sub channel whose messages wake this client's
+	// waiters of the name (clientID is the owner fields' prefix).
+	Channel func(name, clientID string) string
+	// MayAttempt reports whether the local request at the head of the queue
+	// may try for the lock now, given the holds this client has on the name
+	// (one per owner field; holds yields them). Nil: only when this client
+	// holds nothing, as for an exclusive lock.
+	MayAttempt func(head *Request, holds func(yield func(Hold) bool)) bool
+	// YieldAfterRelease: when a hold's final release leaves local waiters
+	// behind, they wait for the release's announcement (or Config.Backoff)
+	// before trying, so that other processes' waiters compete on equal
+	// terms. Kinds whose Redis side grants in order do not need it.
+	YieldAfterRelease bool
+}
+
+// Env is what a kind's call builders know besides the request.
+type Env struct {
+	Name string
+	Cfg  *Config
+}
+
+// Hold is one owner field's hold on the name, as MayAttempt sees it.
+type Hold struct {
+	Field string
+	Mode  uint8 // the Mode of the request that first granted it
+	Count int64
+}
+
+// Outcomes of an acquire call (AcquireResult.Code).
+const (
+	// Granted: the owner holds the lock with Count reentries and Token.
+	Granted = 1
+	// Held: not granted now; sleep until a wake-up or PTTL has passed.
+	Held = 0
+	// Mismatch: the owner's count in Redis (Count) is not what the caller
+	// believed.
+	Mismatch = -1
+	// Refused: the kind refuses the request for good (AcquireResult.Err says
+	// why, e.g. ErrWrongKind); nothing changed in Redis.
+	Refused = -2
+)
+
+// AcquireResult is the decoded reply of an acquire call.
+type AcquireResult struct {
+	Code  int64  // Granted, Held, Mismatch or Refused
+	Count int64  // reentry count after the grant, or the count found (Mismatch)
+	Token uint64 // fencing token, when granted
+	PTTL  time.Duration
+	Err   error // why, when Refused
+}
+
+var errMalformedReply = errors.New("holdfast: malformed script reply")
+
+// kindOf returns the kind of r, the reentrant lock when it names none.
+func kindOf(r *Request) *Kind {
+	if r.Kind != nil {
+		return r.Kind
+	}
+	return Reentrant
+}

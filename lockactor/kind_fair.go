@@ -1,0 +1,53 @@
+package lockactor
+
+import (
+	"strconv"
+
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// Fair is the fair lock (Client.FairLock): a reentrant lock granted in the
+// order requests reached Redis, across processes. Its protocol is in
+// scripts/fair_*.lua: waiters queue in Redis; the release that frees the
+// lock grants it to the longest-waiting live waiter inside the script and
+// tells only that waiter's client, on its own channel; the grantee confirms
+// with its next acquire call, which starts its lease (its validity is dated
+// from that call). Each client keeps one place per name in the queue, for
+// the head of its local queue, alive every WaiterTimeout/3; a dead
+// process's places lapse after WaiterTimeout, and a grant nobody confirms
+// within WaiterTimeout passes on. Nobody barges: no local handoff, and a
+// local waiter tries only once this client holds nothing, so it queues
+// behind every waiter already there.
+var Fair = &Kind{
+	Name: "fair",
+	Acquire: func(env Env, r *Request, expected int64) scripts.Call {
+		enqueue := "1"
+		if r.Wait == 0 {
+			enqueue = "0"
+		}
+		return scripts.Call{
+			Script: scripts.FairAcquireScript,
+			Keys:   fairKeys(env.Name),
+			Args: []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10),
+				scripts.Millis(env.Cfg.WaiterTimeout), enqueue, scripts.ClientChannel(env.Name, "")},
+		}
+	},
+	DecodeAcquire: DecodeAcquire,
+	Release: func(env Env, field string, expected int64) scripts.Call {
+		return scripts.Call{
+			Script: scripts.FairReleaseScript,
+			Keys:   fairKeys(env.Name),
+			Args: []string{field, strconv.FormatInt(expected, 10), scripts.Millis(env.Cfg.WaiterTimeout),
+				scripts.ClientChannel(env.Name, "")},
+		}
+	},
+	DecodeRelease: decodeInt,
+	Renew:         scripts.RenewScript,
+	KeepAlive:     scripts.FairKeepAliveScript,
+	KeepAliveKey:  scripts.FairQueueKey,
+	Channel:       scripts.ClientChannel,
+}
+
+func fairKeys(name string) []string {
+	return scripts.GrantKeys(name, scripts.FairQueueKey(name))
+}

@@ -1,0 +1,85 @@
+-- fair_acquire: take, confirm, re-enter or queue for the fair lock.
+--
+-- KEYS[1]  lock hash      holdfast:{NAME}
+-- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[3]                 old per-name counter (see fence.lua)
+-- KEYS[4]  queue          holdfast:{NAME}:q
+-- ARGV[1]  owner field    CLIENTID:OWNER
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
+-- ARGV[4]  WaiterTimeout in milliseconds
+-- ARGV[5]  1 to take a place in the queue when the lock cannot be had now,
+--          0 to only try (a try-once request)
+-- ARGV[6]  channel prefix  holdfast:{NAME}:ch:
+--
+-- Replies, as acquire.lua's:
+--   {1, count, token}  granted (fresh, confirmed grant, reentry, or a repeat)
+--   {0, ms}            not now: the owner waits in the queue (or only tried);
+--                      ms bounds its sleep before it tries again
+--   {-1, count}        the owner's count is not what the caller believes
+--   {-2}               the name is in use as another kind of lock
+--
+-- A fresh request is granted only when the lock is free and nobody waits:
+-- otherwise it queues behind every waiter (no barging). A waiter granted by
+-- a release (count 0 in the hash) confirms here, and only here starts its
+-- lease: its validity is dated from this call. Repeating a call that ran
+-- answers the same (count is expected + 1), so timeouts are settled by
+-- repeating.
+local H, F, L, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local field, lease, expected = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local wt, enqueue, chprefix = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6]
+
+if redis.call('exists', H) == 1 and redis.call('hget', H, 'kind') ~= 'fair' then
+  return {-2}
+end
+local v = redis.call('hget', H, field)
+local count = -1
+if v then count = tonumber(v) end
+
+if expected > 0 then
+  if count == expected + 1 then
+    extend(H, lease)
+    return {1, count, fence_peek(F, L)}
+  end
+  if count ~= expected then return {-1, math.max(count, 0)} end
+  count = redis.call('hincrby', H, field, 1)
+  extend(H, lease)
+  return {1, count, fence_peek(F, L)}
+end
+
+if count == 1 then
+  -- A repeat of a grant that already ran.
+  extend(H, lease)
+  return {1, 1, fence_peek(F, L)}
+end
+if count > 1 then return {-1, count} end
+if count == 0 then
+  -- Granted by a release: confirm.
+  return take(H, F, L, field, lease)
+end
+
+local now = now_ms()
+if redis.call('exists', H) == 0 and redis.call('exists', Q) == 1 then
+  -- Free with waiters queued: their turn (the head's holder or grantee
+  -- expired). The head may be this very owner.
+  if grant_next(H, Q, now, wt, chprefix) == field then
+    return take(H, F, L, field, lease)
+  end
+end
+if redis.call('exists', H) == 0 and redis.call('exists', Q) == 0 then
+  return take(H, F, L, field, lease)
+end
+
+local sleep = redis.call('pttl', H)
+if sleep < 0 or sleep > wt then sleep = wt end
+local mine = redis.call('hget', Q, field)
+if mine then
+  local seq = place(mine)
+  redis.call('hset', Q, field, seq .. ':' .. (now + wt))
+  extend(Q, wt)
+elseif enqueue then
+  local seq = redis.call('hincrby', Q, 'seq', 1)
+  redis.call('hset', Q, field, seq .. ':' .. (now + wt))
+  extend(Q, wt)
+end
+return {0, sleep}

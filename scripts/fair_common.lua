@@ -1,0 +1,91 @@
+-- fair_common: the part every fair-lock script shares. scripts.go puts it in
+-- front of fair_acquire.lua, fair_release.lua and fair_keepalive.lua, so the
+-- three run the same queue logic (Lua scripts cannot call each other).
+--
+-- Keys of the fair lock NAME (all tagged {NAME}):
+--   holdfast:{NAME}        hash: owner field -> reentry count of the holder;
+--                          a granted waiter that has not confirmed yet has
+--                          count 0; field "kind" = "fair" marks the kind.
+--                          PEXPIRE = the holder's lease, or WaiterTimeout
+--                          while a grant waits for its confirmation.
+--   scripts.FenceKeys(NAME) fencing counters, shared with every kind (see
+--                          fence.lua, which scripts.go puts in front)
+--   holdfast:{NAME}:q      hash: waiter field -> "SEQ:DEADLINE_MS" (arrival
+--                          number, Redis time after which the waiter counts
+--                          as dead); field "seq" is the arrival counter.
+--                          PEXPIRE is only ever extended by the waiters'
+--                          keep-alives: when every waiter is dead it expires.
+--   holdfast:{NAME}:ch:CLIENTID  channel of one client: told the field of
+--                          its waiter that was granted the lock.
+
+-- now is Redis's clock in milliseconds. Scripts replicate their effects
+-- (Redis 7), so reading it is allowed and replicas see the absolute times.
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- place parses a queue entry: arrival number and deadline.
+local function place(v)
+  local c = string.find(v, ':', 1, true)
+  return tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
+end
+
+-- client is the CLIENTID:INSTANCE part of an owner field (scripts.Field;
+-- neither part contains ':'): it names one Client, even among Clients that
+-- share a ClientID.
+local function client(field)
+  local c = string.find(field, ':', 1, true)
+  local d = string.find(field, ':', c + 1, true)
+  if not d then return string.sub(field, 1, c - 1) end
+  return string.sub(field, 1, d - 1)
+end
+
+-- extend sets key's TTL to at least ms.
+local function extend(key, ms)
+  if redis.call('pttl', key) < ms then redis.call('pexpire', key, ms) end
+end
+
+-- holders counts the owner fields of the hash H (granted or holding).
+local function holders(H)
+  local n = redis.call('hlen', H)
+  if redis.call('hexists', H, 'kind') == 1 then n = n - 1 end
+  return n
+end
+
+-- grant_next gives the free lock to the longest-waiting live waiter: dead
+-- waiters (deadline passed) are dropped all at once, the first live one is
+-- granted (count 0, to be confirmed within wt ms) and told on its client's
+-- channel. Returns the granted field, or nil when no one waits.
+local function grant_next(H, Q, now, wt, chprefix)
+  local all = redis.call('hgetall', Q)
+  local best, bestseq
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if f ~= 'seq' then
+      local seq, deadline = place(all[i + 1])
+      if deadline <= now then
+        redis.call('hdel', Q, f)
+      elseif not bestseq or seq < bestseq then
+        best, bestseq = f, seq
+      end
+    end
+  end
+  if best then
+    redis.call('hdel', Q, best)
+    redis.call('hset', H, best, 0, 'kind', 'fair')
+    redis.call('pexpire', H, wt)
+    redis.call('publish', chprefix .. client(best), best)
+  end
+  if redis.call('hlen', Q) <= 1 then redis.call('del', Q) end
+  return best
+end
+
+-- take makes field the holder: count 1, the lease, a new fencing token.
+local function take(H, F, L, field, lease)
+  redis.call('hset', H, field, 1, 'kind', 'fair')
+  extend(H, lease)
+  local token = fence_take(F, L) -- the one place a fair grant takes its token
+  return {1, 1, token}
+end
+

@@ -16,11 +16,13 @@ import (
 
 // TestFenceSlotCounterProperties: tokens come from one counter per hash
 // slot, and still increase strictly per name — across names that share a
-// slot (the "o}" names share the tag "o"), across restarts of the primary with
-// persistence, and across the migration from the per-name counters of earlier
-// versions, whose values rapid draws and writes before the first grant.
+// slot (the "o}" names share the tag "o"; "o}fair" is a fair lock, whose
+// scripts take tokens through the same fence.lua), across restarts of the
+// primary with persistence, and across the migration from the per-name
+// counters of earlier versions, whose values rapid draws and writes before
+// the first grant.
 func TestFenceSlotCounterProperties(t *testing.T) {
-	names := []string{"o}1", "o}2", "o}3", "solo"}
+	names := []string{"o}1", "o}2", "o}fair", "solo"}
 	rapid.Check(t, func(rt *rapid.T) {
 		w := sim.New(sim.Config{Seed: rapid.Int64().Draw(rt, "seed")})
 		legacy := map[string]uint64{}
@@ -38,7 +40,12 @@ func TestFenceSlotCounterProperties(t *testing.T) {
 		rt.Repeat(map[string]func(*rapid.T){
 			"lock": func(t *rapid.T) {
 				c := clients[rapid.IntRange(0, len(clients)-1).Draw(t, "client")]
-				locks = append(locks, c.Lock(context.Background(), rapid.SampledFrom(names).Draw(t, "name")))
+				name := rapid.SampledFrom(names).Draw(t, "name")
+				lock := c.Lock
+				if name == "o}fair" {
+					lock = c.FairLock
+				}
+				locks = append(locks, lock(context.Background(), name))
 			},
 			"release": func(t *rapid.T) {
 				var live []*holdfast.Lock

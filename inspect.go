@@ -36,7 +36,7 @@ type Info struct {
 
 // Holder is one owner holding a lock name.
 type Holder struct {
-	Owner string // CLIENTID:OWNER as stored
+	Owner string // CLIENTID:INSTANCE:OWNER as stored
 	Count int64  // reentry count
 	Mode  string // "read" or "write" for the read-write kind, "" otherwise
 }

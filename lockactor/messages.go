@@ -14,7 +14,7 @@ type ReqID uint64
 // Request is one Lock call as the machine sees it.
 type Request struct {
 	ID    ReqID
-	Field string        // hash field of the owner: CLIENTID:OWNER
+	Field string        // hash field of the owner: CLIENTID:INSTANCE:OWNER
 	Lease time.Duration // lease written to Redis
 	// Watchdog asks for renewal every Lease/3 while held. Without it the hold
 	// ends at its validity deadline (a fixed lease).

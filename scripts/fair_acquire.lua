@@ -4,7 +4,7 @@
 -- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
 -- KEYS[3]                 old per-name counter (see fence.lua)
 -- KEYS[4]  queue          holdfast:{NAME}:q
--- ARGV[1]  owner field    CLIENTID:OWNER
+-- ARGV[1]  owner field    CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
 -- ARGV[4]  WaiterTimeout in milliseconds

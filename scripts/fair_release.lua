@@ -5,7 +5,7 @@
 -- KEYS[2]  fence counters (unused; keep the fair scripts' keys alike)
 -- KEYS[3]
 -- KEYS[4]  queue       holdfast:{NAME}:q
--- ARGV[1]  owner field  CLIENTID:OWNER
+-- ARGV[1]  owner field  CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  the count the caller believes the owner holds; 0 removes the
 --          owner whatever its count
 -- ARGV[3]  WaiterTimeout in milliseconds: how long the next waiter has to

@@ -31,7 +31,8 @@
 //	KEYS[3]  LegacyFenceKey(NAME)  the old counter     }
 //	KEYS[4…] the script's own keys (the fair queue, …)
 //
-// and it calls, e.g., token = fence_take(KEYS[2], KEYS[3]).
+// and it calls, e.g., token = fence_take(KEYS[2], KEYS[3]). A new script is
+// registered as NewScript("name", WithFence(body)).
 //
 // Kinds other than the reentrant lock add their own keys (see each kind's
 // scripts) and mark the lock hash with a field "kind" naming the kind; owner

@@ -178,3 +178,44 @@ func TestFenceKeyInLockSlot(t *testing.T) {
 		}
 	}
 }
+
+// The fence helpers every granting script shares, on a real server: take
+// moves past an old per-name counter and deletes it, peek reads the larger,
+// raise lifts the slot counter above a token seen elsewhere.
+func TestFenceHelpers(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	keys := scripts.GrantKeys("f")
+	take := scripts.WithFence("return fence_take(KEYS[2], KEYS[3])")
+	peek := scripts.WithFence("return fence_peek(KEYS[2], KEYS[3])")
+	raise := scripts.WithFence("fence_raise(KEYS[2], KEYS[3], ARGV[1]) return fence_peek(KEYS[2], KEYS[3])")
+	srv.Do(t, "SET", scripts.LegacyFenceKey("f"), "40")
+	steps := []struct {
+		desc string
+		src  string
+		args []string
+		want int64
+	}{
+		{"peek sees the old counter", peek, nil, 40},
+		{"take passes it", take, nil, 41},
+		{"take counts on", take, nil, 42},
+		{"raise below changes nothing", raise, []string{"10"}, 42},
+		{"raise above lifts", raise, []string{"100"}, 100},
+		{"take after a raise exceeds it", take, nil, 101},
+	}
+	for _, s := range steps {
+		if got := run(t, c, s.src, keys, s.args...); len(got) != 1 || got[0] != s.want {
+			t.Fatalf("%s: got %v, want %d", s.desc, got, s.want)
+		}
+		if s.desc == "take passes it" {
+			if n, _ := srv.Do(t, "EXISTS", scripts.LegacyFenceKey("f")).AsInt64(); n != 0 {
+				t.Fatal("the old counter is still there once the slot counter passed it")
+			}
+		}
+	}
+	// An old counter above a raise: the raise keeps it readable.
+	srv.Do(t, "SET", scripts.LegacyFenceKey("f"), "500")
+	if got := run(t, c, raise, keys, "200"); got[0] != 500 {
+		t.Fatalf("raise to 200 under an old counter of 500 reads %d", got[0])
+	}
+}

@@ -16,9 +16,11 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/redis/rueidis"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/holdfast/holdfast/actor"
 	"github.com/holdfast/holdfast/internal/clientkit"
+	"github.com/holdfast/holdfast/internal/observe"
 	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/renewal"
@@ -62,6 +64,20 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
+	// SyncReplicas, when positive, makes every script call (grants, renewals,
+	// releases, fair-queue keep-alives) WAIT for this many replicas to
+	// acknowledge it, the script and the WAIT sent together on one
+	// connection; Acquired closes only after the grant's acks. A fresh grant
+	// with too few acks within SyncTimeout is undone and its Lock ends with
+	// ErrReplicaSync; a renewal with too few acks counts as failed (the hold
+	// is Lost at its deadline if none syncs); other calls short of acks count
+	// as they are. It keeps a hold through a failover to an acknowledging
+	// replica; it also turns local handoff off. Default 0: no WAIT (a
+	// failover can lose a hold's key; the holder then learns it through
+	// Lost). See README "Deployments".
+	SyncReplicas int
+	// SyncTimeout bounds each WAIT of SyncReplicas. Default 1s.
+	SyncTimeout time.Duration
 	// WaiterTimeout bounds how long a dead process keeps its places in fair
 	// lock queues (FairLock): live waiters renew their places every
 	// WaiterTimeout/3, so a crashed process's waiters all leave within
@@ -69,6 +85,10 @@ type Config struct {
 	// WaiterTimeout passes to the next waiter. Default 5s; at least
 	// MinLease.
 	WaiterTimeout time.Duration
+	// MeterProvider receives the Client's metrics (see README, Metrics):
+	// acquisitions by outcome, wait and hold times, renewals, lost holds,
+	// held and waiting Locks, Redis call latency. Default: none recorded.
+	MeterProvider metric.MeterProvider
 }
 
 // DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
@@ -76,6 +96,7 @@ const DefaultWatchdogTimeout = 30 * time.Second
 
 const (
 	defaultCallTimeout = 5 * time.Second
+	defaultSyncTimeout = time.Second
 	wheelTick          = 10 * time.Millisecond
 	wheelSlots         = 512
 	// deadlineSlack is how much before a hold's validity deadline its
@@ -110,6 +131,10 @@ func (c *Config) validateOptions() error {
 		return fmt.Errorf("%w: negative CallTimeout", ErrInvalidOption)
 	case c.HandoffWindow < 0:
 		return fmt.Errorf("%w: negative HandoffWindow", ErrInvalidOption)
+	case c.SyncReplicas < 0:
+		return fmt.Errorf("%w: negative SyncReplicas", ErrInvalidOption)
+	case c.SyncTimeout < 0:
+		return fmt.Errorf("%w: negative SyncTimeout", ErrInvalidOption)
 	case strings.Contains(c.ClientID, ":"):
 		return fmt.Errorf("%w: ClientID %q contains ':'", ErrInvalidOption, c.ClientID)
 	}
@@ -134,6 +159,13 @@ func (c *Config) setDefaults() {
 	}
 	if c.WaiterTimeout == 0 {
 		c.WaiterTimeout = DefaultWaiterTimeout
+	}
+	if c.SyncTimeout == 0 {
+		c.SyncTimeout = defaultSyncTimeout
+	}
+	if c.SyncReplicas > 0 {
+		// A handoff's grant is not synced (actor.Synced).
+		c.HandoffLimit = -1
 	}
 }
 
@@ -170,6 +202,7 @@ type Client struct {
 	cfg      Config
 	instance string // the random part of this Client's owner fields
 	eng      clientkit.Engine
+	obs      *observe.Observer
 	closers  []func() // run after the engine closes, in order
 	nextID   atomic.Uint64
 
@@ -183,19 +216,34 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	cfg.setDefaults()
-	redis := actor.NewRueidis(cfg.Redis)
+	obs, err := observe.New(cfg.Logger, cfg.MeterProvider, cfg.Clock)
+	if err != nil {
+		return nil, err
+	}
+	rue := actor.NewRueidis(cfg.Redis)
+	var base actor.Redis = rue
+	if cfg.SyncReplicas > 0 {
+		base = actor.NewSynced(rue, cfg.SyncReplicas, cfg.SyncTimeout)
+	}
+	redis := obs.Redis(base)
+	renewExec := redis.Renew
 	wheel := timerwheel.New(cfg.Clock, wheelTick, wheelSlots)
 	// Renewals still in flight when the Client closes are aborted, like
 	// every other script call.
 	renewCtx, cancelRenewals := context.WithCancel(context.Background())
-	renew := renewal.New(renewal.Config{
+	rcfg := renewal.Config{
 		Clock:   cfg.Clock,
 		After:   func(d time.Duration, fn func()) { wheel.Schedule(cfg.Clock.Now().Add(d), fn) },
-		Exec:    redis.Renew,
+		Exec:    renewExec,
 		Group:   redis.Group(),
 		Context: renewCtx,
 		Timeout: cfg.CallTimeout,
-	})
+	}
+	if cfg.SyncReplicas == 0 {
+		// Without WAIT, the calls of many slots share per-node pipelines.
+		rcfg.ExecMulti = rue.RenewMulti
+	}
+	renew := renewal.New(rcfg)
 	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
 	sys := actor.New(actor.Config{
 		Redis:       redis,
@@ -208,7 +256,7 @@ func New(cfg Config) (*Client, error) {
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, instance: newInstance(), eng: sys, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
+	return &Client{cfg: cfg, instance: newInstance(), eng: sys, obs: obs, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {
@@ -222,12 +270,16 @@ func init() {
 			return nil, err
 		}
 		c.setDefaults()
+		obs, err := observe.New(c.Logger, c.MeterProvider, c.Clock)
+		if err != nil {
+			return nil, err
+		}
 		instance := newInstance()
 		if in, ok := e.(interface{ Instance() string }); ok {
 			// A simulator names its Clients itself, so that a run replays.
 			instance = in.Instance()
 		}
-		return &Client{cfg: c, instance: instance, eng: e, closers: closers}, nil
+		return &Client{cfg: c, instance: instance, eng: e, obs: obs, closers: closers}, nil
 	}
 }
 
@@ -312,9 +364,13 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	if req.Watchdog {
 		req.Lease = c.cfg.WatchdogTimeout
 	}
+	if kind.HoldField != nil {
+		req.Field = kind.HoldField(req.Field, mode)
+	}
+	c.obs.Start(&l.obs, name, req.Field)
 	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {
-		l.end(err)
+		handle{l}.Lost(err)
 		return l
 	}
 	l.ref = ref
@@ -380,6 +436,7 @@ type Lock struct {
 	ref      lockactor.Ref
 	token    atomic.Uint64
 	deadline atomic.Int64 // UnixNano
+	obs      observe.Hold // touched by Lock, then by the actor only
 
 	mu          sync.Mutex // guards the fields below
 	err         error
@@ -387,6 +444,7 @@ type Lock struct {
 	relAnswered bool
 	over        bool
 	stop        func() bool // stops the context watcher
+	tokens      []uint64    // a LockAll's tokens, set before Acquired closes
 }
 
 func newLock(name string) *Lock {
@@ -436,6 +494,18 @@ func (l *Lock) Token() uint64 {
 		return 0
 	}
 	return l.token.Load()
+}
+
+// Tokens returns the fencing tokens of this hold, valid once Acquired is
+// closed: for a LockAll, one per target in the order given; for every other
+// Lock, {Token()}.
+func (l *Lock) Tokens() []uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tokens != nil {
+		return append([]uint64(nil), l.tokens...)
+	}
+	return []uint64{l.Token()}
 }
 
 // Deadline returns the current conservative validity deadline of the hold,
@@ -542,6 +612,7 @@ func (l *Lock) end(err error) {
 type handle struct{ l *Lock }
 
 func (h handle) Acquired(token uint64, deadline time.Time) {
+	h.l.obs.Granted(token)
 	h.l.token.Store(token)
 	h.l.deadline.Store(deadline.UnixNano())
 	close(h.l.acquired)
@@ -555,4 +626,7 @@ func (h handle) ReleaseDone(err error) {
 	h.l.mu.Unlock()
 }
 
-func (h handle) Lost(err error) { h.l.end(err) }
+func (h handle) Lost(err error) {
+	h.l.obs.Ended(err)
+	h.l.end(err)
+}

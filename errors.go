@@ -1,6 +1,10 @@
 package holdfast
 
-import "github.com/holdfast/holdfast/lockactor"
+import (
+	"errors"
+
+	"github.com/holdfast/holdfast/lockactor"
+)
 
 // Errors. A Lock's Err() returns one of these, or wraps one, or wraps the
 // context's error; test them with errors.Is.
@@ -35,8 +39,24 @@ var (
 	// promoted replica may grant the lock to someone else. The hold ends at
 	// once instead of at its deadline.
 	ErrFailover = lockactor.ErrFailover
+	// ErrRedis: Redis refused a call in a way that retrying cannot fix — an
+	// ACL denial (NOPERM), an unknown command, WRONGTYPE on a lock key, a
+	// script error, NOAUTH. The Lock ends at once; the error wraps the
+	// server's reply. See README's ACL rules.
+	ErrRedis = lockactor.ErrRedis
+	// ErrReplicaSync: with Config.SyncReplicas, fewer replicas than asked
+	// acknowledged the grant within Config.SyncTimeout. The grant was undone
+	// and the Lock never reported Acquired.
+	ErrReplicaSync = lockactor.ErrReplicaSync
 	// ErrWrongKind: the name is held or queued as another kind of lock.
 	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
 	// use as one kind refuses the others at once.
 	ErrWrongKind = lockactor.ErrWrongKind
+	// ErrNoQuorum: a RedLock could not get a majority of its nodes within
+	// its wait budget (some nodes unreachable, or held elsewhere). The error
+	// also wraps the last node's error.
+	ErrNoQuorum = errors.New("holdfast: no majority of RedLock nodes granted the lock")
+	// ErrWouldDeadlock: WriteLock by an owner that holds the ReadLock of the
+	// same name, which would wait for itself. (Write → read is allowed.)
+	ErrWouldDeadlock = lockactor.ErrWouldDeadlock
 )

@@ -16,7 +16,8 @@ import (
 // Info is what Redis shows of one lock name, as Inspect reads it.
 type Info struct {
 	// Kind is the kind the name is in use as: KindLock for the reentrant
-	// lock of Client.Lock; "" when the name is free.
+	// lock of Client.Lock, KindFair for FairLock (held, granted, or only
+	// queued for); "" when the name is free.
 	Kind string
 	// Holders are the owners holding the name, ordered by Owner.
 	Holders []Holder
@@ -29,21 +30,23 @@ type Info struct {
 	// higher), and higher after a ForceUnlock. It survives the hold and is 0
 	// for a slot never granted.
 	Fence uint64
-	// Waiters counts the waiters queued in Redis. The reentrant lock keeps no
-	// queue in Redis (waiters wait in their own processes), so it is 0 there.
+	// Waiters counts the live waiters queued in Redis (the fair lock's). The
+	// reentrant lock keeps no queue in Redis (waiters wait in their own
+	// processes), so it is 0 there.
 	Waiters int
 }
 
 // Holder is one owner holding a lock name.
 type Holder struct {
-	Owner string // CLIENTID:INSTANCE:OWNER as stored
-	Count int64  // reentry count
+	Owner string // CLIENTID:INSTANCE:OWNER as stored (scripts.Field)
+	Count int64  // reentry count; 0 for a fair lock granted but not yet confirmed
 	Mode  string // "read" or "write" for the read-write kind, "" otherwise
 }
 
 // Lock kinds as Info.Kind names them.
 const (
 	KindLock = "lock" // the reentrant lock of Client.Lock
+	KindFair = "fair" // the fair lock of Client.FairLock
 )
 
 // errNoRedis answers Inspect, ForceUnlock and Names on a Client without a
@@ -84,7 +87,8 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 // ForceUnlock frees the lock name whoever holds it, as an operator's last
 // resort for a holder that is stuck but alive (a dead holder's hold runs out
 // with its lease by itself). It deletes the hold, raises the fence so that the
-// old holder's token is stale, and wakes the name's waiters. The old holder's
+// old holder's token is stale, and wakes the name's waiters (a fair lock is
+// granted to its longest-waiting live waiter at once). The old holder's
 // Lock ends with Lost (ErrNotOwner) at its next renewal; until then it still
 // believes it holds the name, which is why its token must be fenced.
 // ForceUnlock on a free name changes nothing and returns nil.
@@ -97,7 +101,7 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) error {
 		return err
 	}
 	for _, k := range lockKinds {
-		freed, err := k.forceUnlock(ctx, rdb, name)
+		freed, err := k.forceUnlock(ctx, c, rdb, name)
 		if err != nil {
 			return fmt.Errorf("holdfast: force-unlocking %q: %w", name, err)
 		}
@@ -177,7 +181,8 @@ type lockKind struct {
 	inspect func(ctx context.Context, rdb rueidis.Client, name string, info *Info) (held bool, err error)
 	// forceUnlock frees name if it is held as this kind, raising its fence
 	// and waking its waiters, and reports whether it did.
-	forceUnlock func(ctx context.Context, rdb rueidis.Client, name string) (freed bool, err error)
+	// It gets the Client for the settings a kind's release uses.
+	forceUnlock func(ctx context.Context, c *Client, rdb rueidis.Client, name string) (freed bool, err error)
 	// heldKeyPattern is the SCAN MATCH pattern of the keys that exist while
 	// a name matching glob is held as this kind; nameOfHeldKey maps such a
 	// key back to its name (false for other keys the pattern catches).
@@ -187,17 +192,39 @@ type lockKind struct {
 
 var lockKinds = []lockKind{
 	{
+		// Before KindLock: the same hash, marked kind=rw.
+		kind:           KindRW,
+		inspect:        inspectRW,
+		forceUnlock:    forceUnlockRW,
+		heldKeyPattern: scripts.LockKeyPattern,
+		nameOfHeldKey:  scripts.NameOfLockKey,
+	},
+	{
 		kind:           KindLock,
 		inspect:        inspectReentrant,
 		forceUnlock:    forceUnlockReentrant,
 		heldKeyPattern: scripts.LockKeyPattern,
 		nameOfHeldKey:  scripts.NameOfLockKey,
 	},
+	{
+		kind:        KindFair,
+		inspect:     inspectFair,
+		forceUnlock: forceUnlockFair,
+		// A fair lock's hash exists while it is held or granted; a name only
+		// queued for is not listed.
+		heldKeyPattern: scripts.LockKeyPattern,
+		nameOfHeldKey:  scripts.NameOfLockKey,
+	},
 }
 
 var (
-	inspectScript     = rueidis.NewLuaScript(scripts.Inspect)
-	forceUnlockScript = rueidis.NewLuaScript(scripts.ForceUnlock)
+	inspectScript         = rueidis.NewLuaScript(scripts.Inspect)
+	forceUnlockScript     = rueidis.NewLuaScript(scripts.ForceUnlock)
+	fairInspectScript     = rueidis.NewLuaScript(scripts.FairInspect)
+	fairForceUnlockScript = rueidis.NewLuaScript(scripts.FairForceUnlock)
+	// On a cluster waiters SSUBSCRIBE: the variants that SPUBLISH.
+	forceUnlockSharded     = rueidis.NewLuaScript(scripts.Sharded(scripts.ForceUnlock))
+	fairForceUnlockSharded = rueidis.NewLuaScript(scripts.Sharded(scripts.FairForceUnlock))
 )
 
 func inspectReentrant(ctx context.Context, rdb rueidis.Client, name string, info *Info) (bool, error) {
@@ -205,39 +232,92 @@ func inspectReentrant(ctx context.Context, rdb rueidis.Client, name string, info
 	if err != nil {
 		return false, err
 	}
-	if len(reply) == 0 || len(reply)%2 != 1 {
-		return false, fmt.Errorf("inspect script: reply of %d elements", len(reply))
+	pttl, err := replyInt(reply, 0)
+	if err != nil || pttl == -2 {
+		return false, err
 	}
-	pttl, err := reply[0].AsInt64()
-	if err != nil {
-		return false, fmt.Errorf("inspect script: %w", err)
+	if info.Holders, err = decodeHolders(reply[1:]); err != nil {
+		return false, err
 	}
-	if pttl == -2 || len(reply) == 1 {
-		return false, nil
-	}
-	holders := make([]Holder, 0, (len(reply)-1)/2)
-	for i := 1; i < len(reply); i += 2 {
-		owner, err1 := reply[i].ToString()
-		count, err2 := reply[i+1].ToString()
-		if err := errors.Join(err1, err2); err != nil {
-			return false, fmt.Errorf("inspect script: %w", err)
-		}
-		n, err := strconv.ParseInt(count, 10, 64)
-		if err != nil {
-			return false, fmt.Errorf("inspect script: owner %q has count %q", owner, count)
-		}
-		holders = append(holders, Holder{Owner: owner, Count: n})
-	}
-	sort.Slice(holders, func(i, j int) bool { return holders[i].Owner < holders[j].Owner })
-	info.Holders = holders
 	info.TTL = ttlOf(pttl)
 	return true, nil
 }
 
-func forceUnlockReentrant(ctx context.Context, rdb rueidis.Client, name string) (bool, error) {
+func forceUnlockReentrant(ctx context.Context, _ *Client, rdb rueidis.Client, name string) (bool, error) {
 	keys := scripts.GrantKeys(name)
-	n, err := forceUnlockScript.Exec(ctx, rdb, keys, []string{scripts.Channel(name)}).AsInt64()
+	script := forceUnlockScript
+	if rdb.Mode() == rueidis.ClientModeCluster {
+		script = forceUnlockSharded
+	}
+	n, err := script.Exec(ctx, rdb, keys, []string{scripts.Channel(name)}).AsInt64()
 	return n == 1, err
+}
+
+func inspectFair(ctx context.Context, rdb rueidis.Client, name string, info *Info) (bool, error) {
+	keys := []string{scripts.LockKey(name), scripts.FairQueueKey(name)}
+	reply, err := fairInspectScript.Exec(ctx, rdb, keys, nil).ToArray()
+	if err != nil {
+		return false, err
+	}
+	pttl, err := replyInt(reply, 0)
+	if err != nil || pttl == -3 {
+		return false, err
+	}
+	waiters, err := replyInt(reply, 1)
+	if err != nil {
+		return false, err
+	}
+	if info.Holders, err = decodeHolders(reply[2:]); err != nil {
+		return false, err
+	}
+	info.Waiters = int(waiters)
+	if pttl != -2 { // -2: only queued for, nobody holds it
+		info.TTL = ttlOf(pttl)
+	}
+	return true, nil
+}
+
+// forceUnlockFair grants the name to its next waiter at once, with this
+// Client's WaiterTimeout to confirm.
+func forceUnlockFair(ctx context.Context, c *Client, rdb rueidis.Client, name string) (bool, error) {
+	keys := scripts.GrantKeys(name, scripts.FairQueueKey(name))
+	args := []string{scripts.Millis(c.cfg.WaiterTimeout), scripts.ClientChannel(name, "")}
+	script := fairForceUnlockScript
+	if rdb.Mode() == rueidis.ClientModeCluster {
+		script = fairForceUnlockSharded
+	}
+	n, err := script.Exec(ctx, rdb, keys, args).AsInt64()
+	return n == 1, err
+}
+
+// replyInt is element i of a script's array reply, as an integer.
+func replyInt(reply []rueidis.RedisMessage, i int) (int64, error) {
+	if i >= len(reply) {
+		return 0, fmt.Errorf("script reply of %d elements", len(reply))
+	}
+	return reply[i].AsInt64()
+}
+
+// decodeHolders decodes field, count pairs, sorted by owner.
+func decodeHolders(pairs []rueidis.RedisMessage) ([]Holder, error) {
+	if len(pairs)%2 != 0 {
+		return nil, fmt.Errorf("script reply: %d elements of field, count pairs", len(pairs))
+	}
+	holders := make([]Holder, 0, len(pairs)/2)
+	for i := 0; i < len(pairs); i += 2 {
+		owner, err1 := pairs[i].ToString()
+		count, err2 := pairs[i+1].ToString()
+		if err := errors.Join(err1, err2); err != nil {
+			return nil, fmt.Errorf("script reply: %w", err)
+		}
+		n, err := strconv.ParseInt(count, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("script reply: owner %q has count %q", owner, count)
+		}
+		holders = append(holders, Holder{Owner: owner, Count: n})
+	}
+	sort.Slice(holders, func(i, j int) bool { return holders[i].Owner < holders[j].Owner })
+	return holders, nil
 }
 
 // ttlOf turns a PTTL reply into Info.TTL.

@@ -200,3 +200,87 @@ func TestInspectBadInput(t *testing.T) {
 		t.Errorf("Names on a zero Client: %v", err)
 	}
 }
+
+// The fair lock: Inspect shows its holder and its queue; ForceUnlock grants
+// it to the queued waiter at once (the holder's lease is 30s and the
+// waiter's keep-alive period WaiterTimeout/3 is over 6s, so only the grant
+// message explains a prompt grant), with the fence raised.
+func TestInspectAndForceUnlockFair(t *testing.T) {
+	srv := redistest.Start(t)
+	holder := newClient(t, srv, holdfast.Config{ClientID: "holder"})
+	waiter := newClient(t, srv, holdfast.Config{ClientID: "waiter", WaiterTimeout: 20 * time.Second})
+	ops := newClient(t, srv, holdfast.Config{})
+	ctx := context.Background()
+
+	l := holder.FairLock(holdfast.WithOwner(ctx, "job"), "fq", holdfast.WithLease(30*time.Second))
+	mustAcquire(t, l)
+	w := waiter.FairLock(holdfast.WithOwner(ctx, "next"), "fq")
+	var info holdfast.Info
+	deadline := time.Now().Add(waitFor)
+	for info.Waiters == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the waiter never showed in the queue: %+v", info)
+		}
+		time.Sleep(10 * time.Millisecond)
+		var err error
+		if info, err = ops.Inspect(ctx, "fq"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []holdfast.Holder{{Owner: "holder:job", Count: 1}}
+	if info.Kind != holdfast.KindFair || !reflect.DeepEqual(info.Holders, want) || info.Waiters != 1 ||
+		info.Fence != l.Token() || info.TTL <= 20*time.Second || info.TTL > 30*time.Second {
+		t.Fatalf("held fair lock with one waiter: %+v, want kind fair, holders %+v, 1 waiter, fence %d, TTL near 30s", info, want, l.Token())
+	}
+
+	start := time.Now()
+	if err := ops.ForceUnlock(ctx, "fq"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Acquired:
+	case <-w.Lost:
+		t.Fatalf("waiter lost: %v", w.Err())
+	case <-time.After(5 * time.Second):
+		t.Fatal("fair waiter not granted 5s after ForceUnlock")
+	}
+	t.Logf("fair waiter granted %v after ForceUnlock", time.Since(start))
+	if w.Token() != l.Token()+2 {
+		t.Fatalf("waiter's token %d, want %d (old %d, +1 force-unlock, +1 grant)", w.Token(), l.Token()+2, l.Token())
+	}
+	info, err := ops.Inspect(ctx, "fq")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Kind != holdfast.KindFair || len(info.Holders) != 1 || info.Holders[0] != (holdfast.Holder{Owner: "waiter:next", Count: 1}) || info.Waiters != 0 {
+		t.Fatalf("after the grant: %+v", info)
+	}
+	if names, _ := ops.Names(ctx, "f*"); !reflect.DeepEqual(names, []string{"fq"}) {
+		t.Fatalf("Names lists %q, want the fair lock fq", names)
+	}
+}
+
+// A fair holder whose hold was forced away ends with Lost at its next
+// renewal, as a reentrant one does.
+func TestForceUnlockFairEndsTheHolder(t *testing.T) {
+	srv := redistest.Start(t)
+	holder := newClient(t, srv, holdfast.Config{WatchdogTimeout: 600 * time.Millisecond})
+	ops := newClient(t, srv, holdfast.Config{})
+	ctx := context.Background()
+	l := holder.FairLock(ctx, "fstuck")
+	mustAcquire(t, l)
+	if err := ops.ForceUnlock(ctx, "fstuck"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-l.Lost:
+	case <-time.After(2 * time.Second):
+		t.Fatal("the fair holder still believes it holds the name 2s after ForceUnlock")
+	}
+	if !errors.Is(l.Err(), holdfast.ErrNotOwner) {
+		t.Fatalf("holder ended with %v, want ErrNotOwner", l.Err())
+	}
+	if info, err := ops.Inspect(ctx, "fstuck"); err != nil || info.Kind != "" || info.Fence != l.Token()+1 {
+		t.Fatalf("after ForceUnlock: %+v, %v; want free with fence %d", info, err, l.Token()+1)
+	}
+}

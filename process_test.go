@@ -22,6 +22,10 @@ const childEnv = "HOLDFAST_TEST_CHILD_REDIS"
 // runChild acquires the lock "crash" with a 1s watchdog lease, prints "held",
 // and holds until it is killed.
 func runChild() {
+	if os.Getenv(fairChildMode) != "" {
+		runFairChild()
+		return
+	}
 	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv(childEnv)}, DisableCache: true})
 	if err != nil {
 		fmt.Println("error", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/scripts"
 )
 
@@ -33,13 +34,23 @@ type Rueidis struct {
 	lua    map[*scripts.Script]*rueidis.Lua
 }
 
-// NewRueidis returns the scripts bound to client.
+// NewRueidis returns the scripts bound to client. On a cluster it runs
+// their sharded variants, which SPUBLISH (waiters SSUBSCRIBE there, see
+// package pubsub).
 func NewRueidis(client rueidis.Client) *Rueidis {
 	r := &Rueidis{client: client, lua: make(map[*scripts.Script]*rueidis.Lua)}
 	for _, s := range scripts.All() {
-		r.lua[s] = rueidis.NewLuaScript(s.Src)
+		r.lua[s] = rueidis.NewLuaScript(r.source(s))
 	}
 	return r
+}
+
+// source is the Lua source r runs for s.
+func (r *Rueidis) source(s *scripts.Script) string {
+	if r.client.Mode() == rueidis.ClientModeCluster {
+		return scripts.Sharded(s.Src)
+	}
+	return s.Src
 }
 
 // Call implements Redis: the one place a script call meets rueidis.
@@ -144,5 +155,5 @@ func permanentReply(msg string) bool {
 	return false
 }
 
-// Slot is the Redis Cluster slot of key (scripts.Slot).
-func Slot(key string) uint16 { return scripts.Slot(key) }
+// Slot is the Redis Cluster slot of key (CRC16 of its hash tag, mod 16384).
+func Slot(key string) uint16 { return pubsub.Slot(key) }

@@ -253,39 +253,65 @@ func (s *System) Close(ctx context.Context) error {
 // when the System aborts calls.
 func (s *System) call(fn func(ctx context.Context)) {
 	s.inflight.Add(1)
-	ctx := s.callContext()
+	b := s.callBucket()
 	s.workers.Go(func() {
 		defer s.inflight.Done()
-		fn(ctx)
+		defer b.leave()
+		fn(b.ctx)
 	})
 }
 
-// callContext returns a context that ends between CallTimeout and
-// CallTimeout plus one wheel tick from now. Calls made within one tick share
-// it — one context and one wheel timer per tick instead of per call.
-func (s *System) callContext() context.Context {
+// callBucket returns a joined bucket whose context ends between CallTimeout
+// and CallTimeout plus one wheel tick from now. Calls made within one tick
+// share it — one context and one wheel timer per tick instead of per call.
+func (s *System) callBucket() *callBucket {
 	now := s.cfg.Clock.Now()
 	due := now.Add(s.cfg.CallTimeout)
-	if b := s.bucket.Load(); b != nil && !b.until.Before(due) {
-		return b.ctx
+	if b := s.bucket.Load(); b != nil && !b.until.Before(due) && b.join() {
+		return b
 	}
 	s.bucketMu.Lock()
 	defer s.bucketMu.Unlock()
-	if b := s.bucket.Load(); b != nil && !b.until.Before(due) {
-		return b.ctx
+	if b := s.bucket.Load(); b != nil && !b.until.Before(due) && b.join() {
+		return b
 	}
 	b := &callBucket{until: due.Add(s.cfg.Wheel.Tick())}
-	var cancel context.CancelFunc
-	b.ctx, cancel = context.WithCancel(s.calls)
-	s.cfg.Wheel.Schedule(b.until, cancel)
+	b.ctx, b.cancel = context.WithCancel(s.calls)
+	b.users.Store(1)
+	b.timer = s.cfg.Wheel.Schedule(b.until, b.cancel)
 	s.bucket.Store(b)
-	return b.ctx
+	return b
 }
 
 // callBucket is the context of the script calls made within one wheel tick.
+// The last call to leave it retires it — stops its timer, so that an idle
+// Client's wheel holds no timer and stops ticking — and later calls make a
+// new one.
 type callBucket struct {
-	until time.Time
-	ctx   context.Context
+	until  time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+	timer  *timerwheel.Timer
+	users  atomic.Int32 // calls in it; -1 once retired
+}
+
+func (b *callBucket) join() bool {
+	for {
+		n := b.users.Load()
+		if n < 0 {
+			return false
+		}
+		if b.users.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
+}
+
+func (b *callBucket) leave() {
+	if b.users.Add(-1) == 0 && b.users.CompareAndSwap(0, -1) {
+		b.timer.Stop()
+		b.cancel()
+	}
 }
 
 // closing reports whether Close has begun.

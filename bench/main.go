@@ -65,10 +65,13 @@ type scenario struct {
 var scenarios = []scenario{
 	{"uncontended", runUncontended},
 	{"hotlock", runHotlock},
+	{"rwlock", runRWLock},
 	{"waiting", runWaiting},
 	{"renewal", runRenewal},
 	{"ceiling", runCeiling},
 	{"timerwheel", runTimerwheel},
+	{"lockall", runLockAll},
+	{"redlock", runRedLock},
 }
 
 func main() {

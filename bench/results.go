@@ -23,6 +23,7 @@ type figure struct {
 // units of every metric.
 var units = map[string]string{
 	"cycles_per_s":           "1/s",
+	"contended_cycles_per_s": "1/s",
 	"acquire_p50_us":         "us",
 	"acquire_p99_us":         "us",
 	"allocs_per_cycle":       "allocs",
@@ -41,16 +42,26 @@ var units = map[string]string{
 	"rtt_p50_us":             "us",
 	"ns_per_op":              "ns",
 	"bytes_per_op":           "bytes",
+	// rwlock
+	"reads_per_s":             "1/s",
+	"writes_per_s":            "1/s",
+	"writer_wait_p99_us":      "us",
+	"lock_reads_per_s":        "1/s",
+	"lock_writes_per_s":       "1/s",
+	"lock_writer_wait_p99_us": "us",
+	"read_speedup":            "x",
 }
 
 // metricOrder is the order of rows within a scenario.
 var metricOrder = []string{
-	"cycles_per_s", "acquire_p50_us", "acquire_p99_us", "allocs_per_cycle",
+	"cycles_per_s", "contended_cycles_per_s", "acquire_p50_us", "acquire_p99_us", "allocs_per_cycle",
 	"handoffs_per_s", "handoff_p50_us", "handoff_p99_us", "commands_per_handoff", "self_reacquire_frac", "min_share",
 	"waiter_commands", "drain_ms",
 	"renewal_commands_per_s", "heap_bytes_per_lock", "lost_holds",
 	"evalsha_per_s", "rtt_p50_us",
 	"ns_per_op", "bytes_per_op",
+	"reads_per_s", "writes_per_s", "writer_wait_p99_us",
+	"lock_reads_per_s", "lock_writes_per_s", "lock_writer_wait_p99_us", "read_speedup",
 }
 
 type key struct{ scenario, library, metric string }

@@ -18,7 +18,16 @@ var (
 	ErrInvalidOption = errors.New("holdfast: invalid option")
 	ErrNotHeld       = errors.New("holdfast: lock not held")
 	ErrFailover      = errors.New("holdfast: the Redis node holding the lock was demoted to a replica (failover); the promoted replica may grant the lock to others")
+	// ErrRedis wraps a Redis error reply that retrying cannot fix (NOPERM,
+	// unknown command, WRONGTYPE, a script error, NOAUTH): the request ends
+	// at once with it, the server's text following.
+	ErrRedis = errors.New("holdfast: Redis refused the call")
+	// ErrReplicaSync: too few replicas acknowledged a grant (Config.SyncReplicas).
+	ErrReplicaSync = errors.New("holdfast: too few replicas acknowledged the write in time")
 	// ErrWrongKind: the name is held or queued as another kind of lock
 	// (Lock, FairLock, ReadLock/WriteLock share one name space).
 	ErrWrongKind = errors.New("holdfast: lock name in use as another kind of lock")
+	// ErrWouldDeadlock: an owner holding a read lock asked for the write
+	// lock of the same name, which would wait for its own read hold.
+	ErrWouldDeadlock = errors.New("holdfast: write lock asked by an owner that holds the read lock (it would wait for itself)")
 )

@@ -18,6 +18,11 @@ type Kind struct {
 	// Name is the kind's name as Redis marks it and Inspect reports it.
 	Name string
 
+	// HoldField, when set, gives the field a request of mode holds under,
+	// from its owner field (CLIENTID:OWNER): the read-write lock keeps an
+	// owner's read and write holds apart. Nil: the owner field.
+	HoldField func(ownerField string, mode uint8) string
+
 	// Acquire builds the call that grants r to its owner field: fresh when
 	// expected is 0, a reentry of a hold of count expected otherwise.
 	// Repeating the same call must be harmless (see Fault Ambiguous).
@@ -45,14 +50,22 @@ type Kind struct {
 	Renew *scripts.Script
 	// KeepAlive, when set, is the batch script that keeps a waiter's place in
 	// a queue kept by Redis (same shape as Renew; 1 still queued, 0 not
-	// queued any more). A waiter whose acquire answered Held is then kept
+	// queued any more). Every waiter with a place (see Place) is then kept
 	// alive every Config.WaiterTimeout/3 while it waits, ends its place with
-	// Release (expected 0) when it gives up, and tries again at once when
-	// its place is gone (it may have been granted the lock). Nil: waiters
-	// leave nothing in Redis.
+	// Release (expected 1) when it gives up, and, when its place is gone,
+	// tries again at once if it heads the local queue (it may have been
+	// granted the lock) or takes a new place. Nil: waiters leave nothing in
+	// Redis.
 	KeepAlive *scripts.Script
 	// KeepAliveKey is the key KeepAlive is called on for the lock name.
 	KeepAliveKey func(name string) string
+	// Place builds the call that gives r a place in the queue without
+	// taking the lock (required with KeepAlive); it replies as Acquire, Held
+	// once r has its place. Every local waiter takes its place when it
+	// arrives, so that the queue in Redis holds the waiters of every client
+	// in the order they asked; the head of the local queue then confirms
+	// its grant with Acquire.
+	Place func(env Env, r *Request) scripts.Call
 
 	// Channel is the pub/sub channel whose messages wake this client's
 	// waiters of the name (clientID is the owner fields' prefix).
@@ -60,8 +73,16 @@ type Kind struct {
 	// MayAttempt reports whether the local request at the head of the queue
 	// may try for the lock now, given the holds this client has on the name
 	// (one per owner field; holds yields them). Nil: only when this client
-	// holds nothing, as for an exclusive lock.
+	// holds nothing, as for an exclusive lock, and a try-once request
+	// (Wait 0) queued behind an attempt in flight fails at once; with a
+	// MayAttempt it waits for its own turn to try.
 	MayAttempt func(head *Request, holds func(yield func(Hold) bool)) bool
+	// Jump reports whether a new request goes to the front of the local
+	// queue, and tries at once, instead of waiting behind the requests
+	// already queued: a request the name grants whatever waits (the
+	// read-write lock's write → read), which a waiter ahead of it could
+	// otherwise wait for. Nil: none does.
+	Jump func(r *Request, holds func(yield func(Hold) bool)) bool
 	// YieldAfterRelease: when a hold's final release leaves local waiters
 	// behind, they wait for the release's announcement (or Config.Backoff)
 	// before trying, so that other processes' waiters compete on equal

@@ -12,25 +12,22 @@ import (
 // lock grants it to the longest-waiting live waiter inside the script and
 // tells only that waiter's client, on its own channel; the grantee confirms
 // with its next acquire call, which starts its lease (its validity is dated
-// from that call). Each client keeps one place per name in the queue, for
-// the head of its local queue, alive every WaiterTimeout/3; a dead
-// process's places lapse after WaiterTimeout, and a grant nobody confirms
-// within WaiterTimeout passes on. Nobody barges: no local handoff, and a
-// local waiter tries only once this client holds nothing, so it queues
-// behind every waiter already there.
+// from that call). Every waiter takes its place when it arrives and its
+// client keeps the place alive every WaiterTimeout/3; a dead process's
+// places lapse after WaiterTimeout, and a grant nobody confirms within
+// WaiterTimeout passes on. Nobody barges: no local handoff, and a new
+// request queues behind every waiter already there.
 var Fair = &Kind{
 	Name: "fair",
 	Acquire: func(env Env, r *Request, expected int64) scripts.Call {
-		enqueue := "1"
+		mode := "take"
 		if r.Wait == 0 {
-			enqueue = "0"
+			mode = "try"
 		}
-		return scripts.Call{
-			Script: scripts.FairAcquireScript,
-			Keys:   fairKeys(env.Name),
-			Args: []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10),
-				scripts.Millis(env.Cfg.WaiterTimeout), enqueue, scripts.ClientChannel(env.Name, "")},
-		}
+		return fairAcquire(env, r, expected, mode)
+	},
+	Place: func(env Env, r *Request) scripts.Call {
+		return fairAcquire(env, r, 0, "place")
 	},
 	DecodeAcquire: DecodeAcquire,
 	Release: func(env Env, field string, expected int64) scripts.Call {
@@ -46,6 +43,15 @@ var Fair = &Kind{
 	KeepAlive:     scripts.FairKeepAliveScript,
 	KeepAliveKey:  scripts.FairQueueKey,
 	Channel:       scripts.ClientChannel,
+}
+
+func fairAcquire(env Env, r *Request, expected int64, mode string) scripts.Call {
+	return scripts.Call{
+		Script: scripts.FairAcquireScript,
+		Keys:   fairKeys(env.Name),
+		Args: []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10),
+			scripts.Millis(env.Cfg.WaiterTimeout), mode, scripts.ClientChannel(env.Name, "")},
+	}
 }
 
 func fairKeys(name string) []string {

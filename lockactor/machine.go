@@ -1,6 +1,7 @@
 package lockactor
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -99,6 +100,14 @@ type request struct {
 	// is told of no deadline.
 	granted bool
 	owner   *owner
+	// Kinds that queue waiters in Redis (Kind.KeepAlive): placed, the
+	// request has a place there; placeOp, its place call is in flight;
+	// keepOp, its keep-alive is; placeFailed, its last place call failed
+	// and waits for the keep-alive tick to be repeated.
+	placed      bool
+	placeOp     uint64
+	keepOp      uint64
+	placeFailed bool
 }
 
 type opKind uint8
@@ -148,6 +157,9 @@ type owner struct {
 
 	renewNext     time.Time // next renewal on the absolute grid sent + k*lease/3
 	renewInFlight bool
+	// renewErr is the error of the last failed renewal, cleared by a
+	// success: a lease that runs out says what kept the watchdog from Redis.
+	renewErr error
 	// yield: the owner's final release leaves local waiters behind, who let
 	// other processes compete for the lock before trying again.
 	yield bool
@@ -185,21 +197,23 @@ type Machine struct {
 
 	// The one acquire attempt in flight for the head of queue.
 	att attempt
-	// queued is the pending request whose place in a queue kept by Redis
-	// the machine keeps alive (Kind.KeepAlive), keepOp its keep-alive call.
-	queued *request
-	keepOp uint64
+	// places counts the pending requests with a place in a queue kept by
+	// Redis (Kind.KeepAlive), which the keep-alive timer renews.
+	places int
 
 	// streak counts the handoffs since the lock was last granted fresh from
 	// Redis, at streakStart.
 	streak      int
 	streakStart time.Time
 
-	blocked  bool // the lock is held elsewhere; wait for a wake-up or the retry timer
-	backoff  time.Duration
-	sub      subState
-	channel  string // the channel subscribed to, while sub != subNone
-	shutdown error
+	blocked bool // the lock is held elsewhere; wait for a wake-up or the retry timer
+	backoff time.Duration
+	// attemptErr is the error of the last failed attempt, cleared by an
+	// answer: a wait that runs out says what kept it from Redis.
+	attemptErr error
+	sub        subState
+	channel    string // the channel subscribed to, while sub != subNone
+	shutdown   error
 
 	out []Effect
 }
@@ -258,6 +272,9 @@ func (m *Machine) StepInto(buf []Effect, now time.Time, msg Msg) []Effect {
 }
 
 func (m *Machine) step(now time.Time, msg Msg) {
+	if msg.Fault == Permanent && msg.Err != nil && !errors.Is(msg.Err, ErrRedis) {
+		msg.Err = fmt.Errorf("%w: %w", ErrRedis, msg.Err)
+	}
 	switch msg.Kind {
 	case MsgEnqueue:
 		m.enqueue(now, msg.Req)
@@ -359,6 +376,11 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 		m.nextOp(now, o)
 		return
 	}
+	if m.kind.Jump != nil && m.kind.Jump(&r.Request, m.holds) {
+		m.queue = append([]*request{r}, m.queue...)
+		m.wake(now)
+		return
+	}
 	m.queue = append(m.queue, r)
 }
 
@@ -366,7 +388,7 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 func (m *Machine) end(now time.Time, r *request, err error) {
 	switch r.state {
 	case statePending:
-		if o := m.ownerOf(r.Field); r == m.att.req || (o != nil && o.op.req == r) {
+		if o := m.ownerOf(r.Field); r == m.att.req || r.placeOp != 0 || (o != nil && o.op.req == r) {
 			// The outcome of its acquire is in flight; decide when it lands.
 			r.ending, r.endErr = true, err
 			return
@@ -464,8 +486,14 @@ func (m *Machine) removeWaiting(r *request) {
 // --- fresh acquisition: the head of the queue ---
 
 // kick starts an acquire attempt for the head of the queue when nothing stops
-// it, and keeps the channel subscription in step with the queue.
+// it, gives the other waiters their places in Redis (kinds that queue
+// there), and keeps the channel subscription in step with the queue.
 func (m *Machine) kick(now time.Time) {
+	m.tryHead(now)
+	m.placeAll(now)
+}
+
+func (m *Machine) tryHead(now time.Time) {
 	if len(m.queue) == 0 {
 		if m.att.req == nil {
 			m.unsubscribe()
@@ -477,22 +505,41 @@ func (m *Machine) kick(now time.Time) {
 		return
 	}
 	if m.att.req != nil {
-		m.failTryOnce(false)
+		m.failTryOnceBehind()
 		return
 	}
 	r := m.queue[0]
-	if m.blocked || !m.mayAttempt(r) {
+	// A head whose place call is in flight waits for it: a request has one
+	// call in flight at a time.
+	if m.blocked || r.placeOp != 0 || !m.mayAttempt(r) {
 		// Held here or elsewhere: a try-once request cannot be granted now.
 		m.failTryOnce(true)
 		return
 	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
 	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field)
-	m.failTryOnce(false)
+	m.failTryOnceBehind()
 }
 
-// mayAttempt applies the kind's policy to the head request r.
+// failTryOnceBehind ends the try-once requests queued behind the attempt in
+// flight when the kind is exclusive (no MayAttempt): none of them could be
+// granted beside it. A kind that lets local requests hold together (readers)
+// lets them wait for their own turn to try.
+func (m *Machine) failTryOnceBehind() {
+	if m.kind.MayAttempt == nil {
+		m.failTryOnce(false)
+	}
+}
+
+// mayAttempt applies the kind's policy to the head request r. Whatever the
+// kind, r waits while an owner of its own field has an op in Redis (an undo
+// of a grant that may have happened): a fresh attempt could cross it.
 func (m *Machine) mayAttempt(r *request) bool {
+	for _, o := range m.owners {
+		if o.field == r.Field {
+			return false
+		}
+	}
 	if m.kind.MayAttempt == nil {
 		return len(m.owners) == 0
 	}
@@ -533,6 +580,10 @@ func (m *Machine) failTryOnce(all bool) {
 // it with the kind's decoder for that op. A reply that does not decode
 // counts as a transient failure.
 func (m *Machine) reply(now time.Time, msg Msg) {
+	var unsynced error
+	if msg.Fault == Unsynced {
+		unsynced, msg.Fault, msg.Err = msg.Err, NoFault, nil
+	}
 	for _, o := range m.owners {
 		if o.op.id != msg.Op || o.op.kind == opNone {
 			continue
@@ -554,7 +605,22 @@ func (m *Machine) reply(now time.Time, msg Msg) {
 	if msg.Op == m.att.op && m.att.req != nil {
 		var res AcquireResult
 		res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+		if r := m.att.req; unsynced != nil && msg.Fault == NoFault && res.Code == Granted && !r.ending {
+			// Too few replicas have the grant: a failover could give the
+			// name to another owner. The request ends, and the grant is
+			// undone like one that came too late.
+			r.ending, r.endErr = true, fmt.Errorf("holdfast: acquire: %w", unsynced)
+		}
 		m.attemptReply(now, msg, res)
+		return
+	}
+	for _, r := range m.queue {
+		if r.placeOp == msg.Op {
+			var res AcquireResult
+			res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+			m.placeReply(now, r, msg, res)
+			return
+		}
 	}
 }
 
@@ -579,6 +645,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		if msg.Fault == Ambiguous {
 			r.ambiguous = true
 		}
+		m.attemptErr = msg.Err
 		if r.ending {
 			if r.ambiguous {
 				m.undo(now, r.Field, 1, sent.Add(r.Lease))
@@ -591,10 +658,11 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		return
 	case Permanent:
 		m.removeWaiting(r)
-		m.finish(r, fmt.Errorf("holdfast: acquire: %w", msg.Err))
+		m.finish(r, msg.Err)
 		return
 	}
 	m.backoff = m.cfg.Backoff
+	m.attemptErr = nil
 	switch res.Code {
 	case Granted:
 		m.removeWaiting(r)
@@ -645,7 +713,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 			m.removeWaiting(r)
 			m.finish(r, err)
 		} else if r.ambiguous {
-			m.keepPlace(now, r)
+			m.setPlaced(now, r)
 		}
 		if woke {
 			// A release was announced while the attempt was in flight: it may

@@ -111,6 +111,11 @@ const (
 	// renewal that meets it ends the hold at once (ErrFailover); other calls
 	// treat it as Transient.
 	Demoted
+	// Unsynced: the call ran and Msg.Reply holds its reply, but fewer
+	// replicas than asked (Config.SyncReplicas) acknowledged it in time;
+	// Msg.Err wraps ErrReplicaSync. A grant so answered is undone and its
+	// request ends with Msg.Err; any other reply counts as it is.
+	Unsynced
 )
 
 // Msg is one input of Step. Only the fields its Kind names are meaningful.

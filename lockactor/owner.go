@@ -234,7 +234,7 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResu
 		return
 	case Permanent:
 		o.waiting = append([]*request{r}, o.waiting...)
-		m.ownerLost(now, o, fmt.Errorf("%w: %v", ErrNotOwner, msg.Err))
+		m.ownerLost(now, o, msg.Err)
 		return
 	}
 	o.op.backoff = m.cfg.Backoff
@@ -298,7 +298,7 @@ func (m *Machine) releaseReply(now time.Time, o *owner, msg Msg, left int64) {
 		return
 	}
 	if msg.Fault == Permanent {
-		m.releaseSettled(now, o, r, 0, fmt.Errorf("%w: %v", ErrNotOwner, msg.Err))
+		m.releaseSettled(now, o, r, 0, msg.Err)
 		return
 	}
 	o.op.backoff = m.cfg.Backoff

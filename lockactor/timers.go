@@ -11,9 +11,11 @@ import (
 // Renewal, timers and shutdown.
 
 func (m *Machine) renewReply(now time.Time, msg Msg) {
-	if msg.Op == m.keepOp && m.keepOp != 0 {
-		m.keepAliveReply(now, msg)
-		return
+	for _, r := range m.queue {
+		if r.keepOp == msg.Op {
+			m.keepAliveReply(now, r, msg)
+			return
+		}
 	}
 	o := m.ownerGen(msg.Op)
 	if o == nil {
@@ -28,14 +30,18 @@ func (m *Machine) renewReply(now time.Time, msg Msg) {
 		// Waiting out the lease would leave this hold believed while the new
 		// primary may grant the lock elsewhere.
 		m.ownerLost(now, o, fmt.Errorf("%w: renewal refused: %v", ErrFailover, msg.Err))
-	case msg.Fault == Permanent || (msg.Fault == NoFault && !msg.Renewed):
+	case msg.Fault == Permanent:
+		m.ownerLost(now, o, msg.Err)
+	case msg.Fault == NoFault && !msg.Renewed:
 		m.ownerLost(now, o, ErrNotOwner)
 	case msg.Fault != NoFault:
+		o.renewErr = msg.Err
 		// Try again soon; the deadline timer ends the hold if none succeeds.
 		if retry := now.Add(m.cfg.Backoff); retry.Before(o.renewNext) {
 			m.schedule(TimerRenew, o.gen, retry)
 		}
 	default:
+		o.renewErr = nil
 		m.extendDeadline(o, Validity(msg.Sent, o.lease))
 	}
 }
@@ -46,7 +52,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 	switch k.Kind {
 	case TimerWait:
 		if r := m.req(ReqID(k.ID)); r != nil && r.state == statePending {
-			m.giveUp(now, r, ErrWaitTimeout)
+			m.giveUp(now, r, withLast(ErrWaitTimeout, "last error", m.attemptErr))
 		}
 	case TimerRetry:
 		m.blocked = false
@@ -75,14 +81,15 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 		}
 		// The hold may still be live in Redis for Slack+drift, but no renewal
 		// confirmed it: it is lost now, before anyone else can be granted it.
+		err := withLast(ErrLeaseExpired, "last renewal error", o.renewErr)
 		for _, h := range o.held {
-			m.answerRelease(h, ErrLeaseExpired)
+			m.answerRelease(h, err)
 		}
 		if o.op.kind != opNone {
 			// Let the op's reply be dropped: the owner is gone.
 			o.op.id = 0
 		}
-		m.ownerLost(now, o, ErrLeaseExpired)
+		m.ownerLost(now, o, err)
 	case TimerOpRetry:
 		o := m.ownerGen(k.ID)
 		if o == nil || o.op.kind == opNone {
@@ -128,4 +135,12 @@ func (m *Machine) close(now time.Time, err error) {
 		m.stopRenewal(o)
 		m.nextOp(now, o)
 	}
+}
+
+// withLast returns cause, wrapping last (the Redis error behind it) if any.
+func withLast(cause error, what string, last error) error {
+	if last == nil {
+		return cause
+	}
+	return fmt.Errorf("%w: %s: %w", cause, what, last)
 }

@@ -5,5 +5,5 @@ package pubsub
 func Connected(m *Manager) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.connected
+	return m.single != nil && m.single.connected
 }

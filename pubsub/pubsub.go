@@ -39,12 +39,16 @@
 // # Cluster
 //
 // Standalone Redis and Sentinel use plain SUBSCRIBE on one connection. On a
-// cluster plain SUBSCRIBE still works, because PUBLISH is broadcast to every
-// node, which is what the release scripts use today. Sharded pub/sub
-// (SSUBSCRIBE, with SPUBLISH in the scripts) needs one dedicated connection
-// per shard; the seams are the protocol type (command and confirmation
-// kinds) and the connection goroutine in conn.go, which would become one per
-// shard, keyed by the channel's slot.
+// Redis Cluster (a rueidis cluster client) the Manager uses sharded pub/sub:
+// SSUBSCRIBE, which the scripts pair with SPUBLISH, so a release is sent to
+// the shard of its lock alone instead of being broadcast to every node. It
+// keeps one dedicated connection per master that serves a slot with
+// listeners, each with its own connection goroutine, and a router goroutine
+// that maps channels to masters by slot (CLUSTER SHARDS). When a slot moves,
+// the master it left drops the channel (an unasked SUNSUBSCRIBE) or refuses
+// it (MOVED); when a master fails, its connection breaks. Either way the
+// channel goes back to the router, which reads the slot map again and
+// subscribes it on the slot's master; its listeners are then told Resync.
 package pubsub
 
 import (
@@ -103,34 +107,58 @@ const (
 	maxBackoff = time.Second
 )
 
-// Manager multiplexes channel subscriptions over one dedicated connection.
-// Create it with New; it is safe for concurrent use.
+// Manager multiplexes channel subscriptions over dedicated connections: one,
+// or one per cluster master. Create it with New; it is safe for concurrent
+// use.
 type Manager struct {
-	cfg   Config
-	proto protocol
+	cfg     Config
+	proto   protocol
+	cluster bool
 
-	kick  chan struct{} // 1-buffered: the wanted set changed (connection goroutine)
 	ready chan struct{} // 1-buffered: events are queued (dispatcher)
 	quit  chan struct{} // closed by Close
-	// ctx bounds the commands of the connection goroutine; Close cancels it.
+	// ctx bounds the commands of the connection goroutines; Close cancels it.
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the Manager's goroutines
 
-	mu sync.Mutex // guards the fields below and the *Locked fields of channel and listener
+	mu sync.Mutex // guards the fields below, the shards' and the *Locked fields of channel and listener
 	// channels holds every channel with listeners or with a subscription
-	// on the current connection that is not yet undone.
+	// on a current connection that is not yet undone.
 	channels map[string]*channel
-	// dirty names the channels whose wanted state may differ from what was
-	// last sent on the connection.
+	// single is the only shard outside a cluster; shards holds a cluster's,
+	// by master address.
+	single *shard
+	shards map[string]*shard
+	// unrouted (cluster) names the channels the router must place on a
+	// shard; routeKick (1-buffered) wakes the router.
+	unrouted  map[string]struct{}
+	routeKick chan struct{}
+	staleMap  bool        // the router must read the slot map again
+	queue     []*listener // listeners with pending events, in order
+	closed    bool
+}
+
+// shard is one dedicated connection and what was sent on it. Its fields are
+// guarded by Manager.mu, but for the ones set once by newShard.
+type shard struct {
+	addr   string
+	client rueidis.Client // the connection is dedicated from it
+	kick   chan struct{}  // 1-buffered: the wanted set changed (its connection goroutine)
+	// dirty names the channels of this shard whose wanted state may differ
+	// from what was last sent on the connection.
 	dirty map[string]struct{}
 	// epoch numbers connections; hooks of an older one are ignored.
 	epoch uint64
 	// connected is true while serve holds a connection. Only the tests read
 	// it (export_test.go), to wait until a killed server has been noticed.
 	connected bool
-	queue     []*listener // listeners with pending events, in order
-	closed    bool
+	// assigned counts the channels placed on this shard.
+	assigned int
+}
+
+func newShard(addr string, client rueidis.Client) *shard {
+	return &shard{addr: addr, client: client, kick: make(chan struct{}, 1), dirty: make(map[string]struct{})}
 }
 
 // channel is one Redis channel: its listeners and its state on the current
@@ -147,6 +175,9 @@ type channel struct {
 	inflight int
 	// confirmed: sent, and Redis confirmed it with nothing in flight.
 	confirmed bool
+	// shard is the connection the channel is on or going to; nil for a
+	// cluster channel the router has not placed yet.
+	shard *shard
 }
 
 // New returns a Manager and starts its goroutines. It dials nothing until
@@ -163,18 +194,25 @@ func New(cfg Config) *Manager {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		cfg:      cfg,
-		proto:    protocolFor(cfg.Redis.Mode()),
-		kick:     make(chan struct{}, 1),
-		ready:    make(chan struct{}, 1),
-		quit:     make(chan struct{}),
-		ctx:      ctx,
-		cancel:   cancel,
-		channels: make(map[string]*channel),
-		dirty:    make(map[string]struct{}),
+		cfg:       cfg,
+		proto:     protocolFor(cfg.Redis.Mode()),
+		cluster:   cfg.Redis.Mode() == rueidis.ClientModeCluster,
+		ready:     make(chan struct{}, 1),
+		quit:      make(chan struct{}),
+		ctx:       ctx,
+		cancel:    cancel,
+		channels:  make(map[string]*channel),
+		shards:    make(map[string]*shard),
+		unrouted:  make(map[string]struct{}),
+		routeKick: make(chan struct{}, 1),
 	}
 	m.wg.Add(2)
-	go m.run()
+	if m.cluster {
+		go m.route()
+	} else {
+		m.single = newShard("", cfg.Redis)
+		go m.run(m.single)
+	}
 	go m.dispatch()
 	return m
 }
@@ -202,6 +240,9 @@ func (m *Manager) Subscribe(channelName string, fn func(Event)) (unsubscribe fun
 	if c == nil {
 		c = &channel{name: channelName, listeners: make(map[*listener]struct{})}
 		m.channels[channelName] = c
+		if m.single != nil {
+			m.placeLocked(c, m.single)
+		}
 	}
 	l := &listener{fn: fn, ch: c}
 	c.listeners[l] = struct{}{}
@@ -238,18 +279,55 @@ func (m *Manager) unsubscribe(l *listener) {
 		return
 	}
 	if !c.sent && c.inflight == 0 {
-		delete(m.channels, c.name) // nothing on the server to undo
+		m.dropLocked(c) // nothing on the server to undo
 		return
 	}
 	m.markDirtyLocked(c)
 }
 
 // markDirtyLocked records that c's wanted state changed and wakes the
-// connection goroutine.
+// connection goroutine of its shard, or the router.
 func (m *Manager) markDirtyLocked(c *channel) {
-	m.dirty[c.name] = struct{}{}
+	if c.shard == nil {
+		m.unrouted[c.name] = struct{}{}
+		poke(m.routeKick)
+		return
+	}
+	c.shard.dirty[c.name] = struct{}{}
+	poke(c.shard.kick)
+}
+
+// placeLocked puts c on shard sh.
+func (m *Manager) placeLocked(c *channel, sh *shard) {
+	c.shard = sh
+	sh.assigned++
+}
+
+// unplaceLocked takes c off its shard: nothing of it is on a connection any
+// more.
+func (m *Manager) unplaceLocked(c *channel) {
+	if c.shard != nil {
+		c.shard.assigned--
+		delete(c.shard.dirty, c.name)
+		c.shard = nil
+	}
+	c.sent, c.inflight, c.confirmed = false, 0, false
+}
+
+// dropLocked forgets c, which has no listeners and nothing on the server.
+func (m *Manager) dropLocked(c *channel) {
+	if c.shard != nil {
+		c.shard.assigned--
+		delete(c.shard.dirty, c.name)
+	}
+	delete(m.channels, c.name)
+	delete(m.unrouted, c.name)
+}
+
+// poke wakes the goroutine behind a 1-buffered channel.
+func poke(ch chan struct{}) {
 	select {
-	case m.kick <- struct{}{}:
+	case ch <- struct{}{}:
 	default:
 	}
 }
@@ -282,7 +360,8 @@ func (m *Manager) Close() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	clear(m.channels)
-	clear(m.dirty)
+	clear(m.unrouted)
+	clear(m.shards)
 	clear(m.queue)
 	m.queue = m.queue[:0]
 }

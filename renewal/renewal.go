@@ -46,6 +46,10 @@ type Item struct {
 // one result per key: true when renewed.
 type Exec func(ctx context.Context, script *scripts.Script, keys, args []string) ([]bool, error)
 
+// ExecMulti runs several batch calls at once — on a Redis Cluster one
+// pipeline per node — and returns one outcome per call, as Exec would.
+type ExecMulti func(ctx context.Context, calls []scripts.Call) ([][]bool, []error)
+
 // Config configures a Batcher.
 type Config struct {
 	Clock clock.Clock
@@ -58,6 +62,14 @@ type Config struct {
 	Group func(key string) uint16
 	// MaxBatch is the most keys in one call. Default 100.
 	MaxBatch int
+	// ExecMulti, when set together with Group, sends the calls of many
+	// groups together, up to MaxCalls at a time: on a cluster, where no
+	// call may span slots and held locks spread over many slots, a tick's
+	// renewals then cost a few pipelines per node instead of a goroutine
+	// and a call's wait per slot.
+	ExecMulti ExecMulti
+	// MaxCalls bounds the calls of one ExecMulti. Default 256.
+	MaxCalls int
 	// Context bounds every call; its cancellation aborts calls in flight.
 	// Default context.Background().
 	Context context.Context
@@ -84,6 +96,9 @@ type Batcher struct {
 func New(cfg Config) *Batcher {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 100
+	}
+	if cfg.MaxCalls <= 0 {
+		cfg.MaxCalls = 256
 	}
 	if cfg.Context == nil {
 		cfg.Context = context.Background()
@@ -131,33 +146,82 @@ func (b *Batcher) flush() {
 		}
 		groups[g] = append(groups[g], it)
 	}
+	var multi [][]Item
 	for _, group := range groups {
 		for len(group) > 0 {
 			n := min(len(group), b.cfg.MaxBatch)
-			b.wg.Add(1)
-			go b.send(group[:n:n])
+			batch := group[:n:n]
 			group = group[n:]
+			if b.cfg.ExecMulti == nil || b.cfg.Group == nil {
+				b.wg.Add(1)
+				go b.send(batch)
+				continue
+			}
+			if multi = append(multi, batch); len(multi) == b.cfg.MaxCalls {
+				b.wg.Add(1)
+				go b.sendMulti(multi)
+				multi = nil
+			}
 		}
+	}
+	if len(multi) > 0 {
+		b.wg.Add(1)
+		go b.sendMulti(multi)
 	}
 	b.mu.Unlock()
 }
 
-func (b *Batcher) send(batch []Item) {
-	defer b.wg.Done()
+// call builds the batch call of batch.
+func call(batch []Item) scripts.Call {
 	keys := make([]string, len(batch))
 	args := make([]string, 0, 2*len(batch))
 	for i, it := range batch {
 		keys[i] = it.Key
 		args = append(args, it.Field, scripts.Millis(it.Lease))
 	}
-	sent := b.cfg.Clock.Now()
-	ctx := b.cfg.Context
+	return scripts.Call{Script: batch[0].Script, Keys: keys, Args: args}
+}
+
+// callContext bounds one send by Timeout.
+func (b *Batcher) callContext() (context.Context, context.CancelFunc) {
 	if b.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = b.cfg.Clock.WithTimeout(ctx, b.cfg.Timeout)
-		defer cancel()
+		return b.cfg.Clock.WithTimeout(b.cfg.Context, b.cfg.Timeout)
 	}
-	renewed, err := b.cfg.Exec(ctx, batch[0].Script, keys, args)
+	return b.cfg.Context, func() {}
+}
+
+func (b *Batcher) send(batch []Item) {
+	defer b.wg.Done()
+	c := call(batch)
+	sent := b.cfg.Clock.Now()
+	ctx, cancel := b.callContext()
+	defer cancel()
+	renewed, err := b.cfg.Exec(ctx, c.Script, c.Keys, c.Args)
+	report(batch, sent, renewed, err)
+}
+
+func (b *Batcher) sendMulti(batches [][]Item) {
+	defer b.wg.Done()
+	calls := make([]scripts.Call, len(batches))
+	for i, batch := range batches {
+		calls[i] = call(batch)
+	}
+	sent := b.cfg.Clock.Now()
+	ctx, cancel := b.callContext()
+	defer cancel()
+	renewed, errs := b.cfg.ExecMulti(ctx, calls)
+	for i, batch := range batches {
+		var r []bool
+		err := errors.New("renewal: ExecMulti answered fewer calls than sent")
+		if i < len(renewed) && i < len(errs) {
+			r, err = renewed[i], errs[i]
+		}
+		report(batch, sent, r, err)
+	}
+}
+
+// report gives each item of batch its outcome.
+func report(batch []Item, sent time.Time, renewed []bool, err error) {
 	if err == nil && len(renewed) != len(batch) {
 		err = errors.New("renewal: reply length differs from batch length")
 	}

@@ -8,8 +8,12 @@
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
 -- ARGV[4]  WaiterTimeout in milliseconds
--- ARGV[5]  1 to take a place in the queue when the lock cannot be had now,
---          0 to only try (a try-once request)
+-- ARGV[5]  take: take the lock if it is this owner's turn, else keep or
+--          take a place in the queue;
+--          try: take the lock if it is this owner's turn, else change nothing
+--          (a try-once request);
+--          place: only keep or take a place in the queue (a waiter behind
+--          others of its own client, which confirms later, as the head)
 -- ARGV[6]  channel prefix  holdfast:{NAME}:ch:
 --
 -- Replies, as acquire.lua's:
@@ -27,7 +31,7 @@
 -- repeating.
 local H, F, L, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local field, lease, expected = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local wt, enqueue, chprefix = tonumber(ARGV[4]), ARGV[5] == '1', ARGV[6]
+local wt, mode, chprefix = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 
 if redis.call('exists', H) == 1 and redis.call('hget', H, 'kind') ~= 'fair' then
   return {-2}
@@ -47,6 +51,25 @@ if expected > 0 then
   return {1, count, fence_peek(F, L)}
 end
 
+if mode == 'place' then
+  -- A place only: never take, never confirm (the head does).
+  if count > 0 then return {-1, count} end
+  local now = now_ms()
+  local mine = redis.call('hget', Q, field)
+  if count == 0 then
+    -- granted already: the head will confirm; nothing to queue
+  elseif mine then
+    redis.call('hset', Q, field, place(mine) .. ':' .. (now + wt))
+    extend(Q, wt)
+  else
+    local seq = redis.call('hincrby', Q, 'seq', 1)
+    redis.call('hset', Q, field, seq .. ':' .. (now + wt))
+    extend(Q, wt)
+  end
+  local sleep = redis.call('pttl', H)
+  if sleep < 0 or sleep > wt then sleep = wt end
+  return {0, sleep}
+end
 if count == 1 then
   -- A repeat of a grant that already ran.
   extend(H, lease)
@@ -77,7 +100,7 @@ if mine then
   local seq = place(mine)
   redis.call('hset', Q, field, seq .. ':' .. (now + wt))
   extend(Q, wt)
-elseif enqueue then
+elseif mode == 'take' then
   local seq = redis.call('hincrby', Q, 'seq', 1)
   redis.call('hset', Q, field, seq .. ':' .. (now + wt))
   extend(Q, wt)

@@ -5,12 +5,21 @@ import (
 	"strings"
 )
 
-// Lua sources of the operator's tools (Client.Inspect and Client.ForceUnlock).
+// Lua sources of the operator's tools (Client.Inspect and Client.ForceUnlock),
+// one pair per lock kind. The fair kind's run after fair_common.lua.
 var (
 	//go:embed inspect.lua
 	Inspect string
 	//go:embed force_unlock.lua
 	forceUnlockBody string
+
+	//go:embed fair_inspect.lua
+	fairInspect string
+	//go:embed fair_force_unlock.lua
+	fairForceUnlock string
+
+	FairInspect     = fairCommon + fairInspect
+	FairForceUnlock = WithFence(fairCommon + fairForceUnlock)
 )
 
 // ForceUnlock takes a token to raise the fence: fence.lua goes in front.

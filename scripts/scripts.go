@@ -69,6 +69,10 @@ var (
 	acquireBody string
 	//go:embed handoff.lua
 	handoffBody string
+	//go:embed fence_raise.lua
+	fenceRaiseBody string
+	// FenceRaise raises a name's fence to a floor; its KEYS are GrantKeys(NAME).
+	FenceRaise = WithFence(fenceRaiseBody)
 
 	//go:embed fair_common.lua
 	fairCommon string
@@ -125,6 +129,8 @@ var (
 	ReleaseScript = NewScript("release", Release)
 	RenewScript   = NewScript("renew", Renew)
 	HandoffScript = NewScript("handoff", Handoff)
+	// FenceRaiseScript raises a name's fence counter to a floor (RedLock).
+	FenceRaiseScript = NewScript("fence_raise", FenceRaise)
 )
 
 // The scripts of the fair lock. Each is fence.lua and fair_common.lua

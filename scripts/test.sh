@@ -5,15 +5,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1; then
-  echo "redis-server not found; installing the Debian package redis-server" >&2
+# redis-server brings redis-tools (redis-cli, which builds the test cluster);
+# Sentinels run as `redis-server --sentinel`, so no other package is needed.
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  echo "redis-server or redis-cli not found; installing the Debian packages redis-server and redis-tools" >&2
   if [ "$(id -u)" -ne 0 ]; then
     echo "not root: install it yourself (sudo apt-get install -y redis-server) and run again" >&2
     exit 1
   fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq redis-server >/dev/null
+  apt-get install -y -qq redis-server redis-tools >/dev/null
   # The package starts a system-wide server on 6379; the tests start their
   # own on free ports and do not need it.
   (service redis-server stop || true) >/dev/null 2>&1

@@ -83,6 +83,9 @@ type World struct {
 	// in order before anything else.
 	inboxMu sync.Mutex
 	inbox   []func()
+
+	// bound maps the clients of extra deployments to them (deployments.go).
+	bound map[*Client]*Deployment
 }
 
 // external queues fn, from any goroutine, to run at the next Step.
@@ -293,13 +296,13 @@ func (w *World) send(c *Client, src string, keys, args []string, reply func(Repl
 		return
 	}
 	w.at(w.now.Add(w.delay()), nil, func() {
-		n := w.nodes[w.primary]
+		n, gen, replicate := w.route(c)
 		if !n.up || c.partitioned {
 			return
 		}
 		r := n.Eval(src, keys, args)
-		gen, expires, ranAt := w.generation, n.expiry(keys[0]), w.now
-		w.replicate()
+		expires, ranAt := n.expiry(keys[0]), w.now
+		replicate()
 		if c.partitioned || w.lose() {
 			return
 		}

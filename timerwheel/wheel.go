@@ -10,6 +10,16 @@
 // time itself — one after another, with no wheel lock held; they must not
 // block. The Wheel owns the one goroutine Start starts; Stop ends it and
 // waits for it. Timers still pending at Stop never fire.
+//
+// # Idle cost
+//
+// A started wheel ticks only while it holds timers: once a tick leaves it
+// empty its goroutine stops the ticker and sleeps, and the next Schedule
+// starts a new ticker (on the caller's goroutine, so that a fake clock
+// advanced right after Schedule sees it) and wakes the goroutine. An idle
+// Client thus costs no CPU. Ticks stay counted from the wheel's origin, so a
+// restarted ticker's phase does not change when a timer is due, only how
+// late within its tick it fires.
 package timerwheel
 
 import (
@@ -33,6 +43,12 @@ type Wheel struct {
 	pending int
 	stop    chan struct{}
 	done    chan struct{}
+	// ticker is the running ticker of a started wheel, nil while it sleeps
+	// (no timers) or is not started. Schedule hands a new one to the
+	// goroutine through wake (1-buffered; its one sender is Schedule, which
+	// sends only when ticker was nil, so a send never blocks; never closed).
+	ticker *clock.Ticker
+	wake   chan *clock.Ticker
 }
 
 // Timer is one scheduled function. Its zero value is not usable: get one
@@ -95,6 +111,10 @@ func (w *Wheel) Schedule(at time.Time, fn func()) *Timer {
 	head.prev = t
 	t.pending = true
 	w.pending++
+	if w.ticker == nil && w.stop != nil && !w.stoppedLocked() {
+		w.ticker = w.clk.Ticker(w.tick)
+		w.wake <- w.ticker
+	}
 	w.mu.Unlock()
 	return t
 }
@@ -174,7 +194,7 @@ func (w *Wheel) collectLocked(head *Timer, last int64, due []*Timer) []*Timer {
 }
 
 // Start starts the goroutine that advances the wheel every tick of the
-// injected clock. Call Stop to end it.
+// injected clock while it holds timers. Call Stop to end it.
 func (w *Wheel) Start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -182,20 +202,56 @@ func (w *Wheel) Start() {
 		return
 	}
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
-	ticker := w.clk.Ticker(w.tick)
-	go w.run(ticker, w.stop, w.done)
+	w.wake = make(chan *clock.Ticker, 1)
+	if w.pending > 0 {
+		w.ticker = w.clk.Ticker(w.tick)
+	}
+	go w.run(w.ticker, w.stop, w.done)
 }
 
+// run advances the wheel on ticker's ticks; a nil ticker means sleep until
+// Schedule sends one.
 func (w *Wheel) run(ticker *clock.Ticker, stop, done chan struct{}) {
 	defer close(done)
-	defer ticker.Stop()
 	for {
+		if ticker == nil {
+			select {
+			case <-stop:
+				return
+			case ticker = <-w.wake:
+			}
+		}
 		select {
 		case <-stop:
 			return
 		case <-ticker.C:
 			w.Advance(w.clk.Now())
+			if w.sleepIfEmpty() {
+				ticker = nil
+			}
 		}
+	}
+}
+
+// sleepIfEmpty stops the ticker if no timer is pending and reports whether
+// it did.
+func (w *Wheel) sleepIfEmpty() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pending > 0 || w.ticker == nil {
+		return false
+	}
+	w.ticker.Stop()
+	w.ticker = nil
+	return true
+}
+
+func (w *Wheel) stoppedLocked() bool {
+	select {
+	case <-w.stop:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -208,11 +264,15 @@ func (w *Wheel) Stop() {
 		w.mu.Unlock()
 		return
 	}
-	select {
-	case <-stop:
-	default:
+	if !w.stoppedLocked() {
 		close(stop)
 	}
 	w.mu.Unlock()
 	<-done
+	w.mu.Lock()
+	if w.ticker != nil {
+		w.ticker.Stop()
+		w.ticker = nil
+	}
+	w.mu.Unlock()
 }

@@ -134,7 +134,9 @@ func redisFailure(doing string, err error) error {
 
 // exitCodeOf classes a Redis failure: exitUnreachable when no server answered,
 // exitNoPerm when the server refused the user (authentication or ACL), 1
-// otherwise.
+// otherwise. The server's reply travels wrapped (as a *rueidis.RedisError)
+// inside the library's errors, holdfast.ErrRedis included: the permission
+// class is a subset of ErrRedis, told apart by the reply's code.
 func exitCodeOf(err error) int {
 	var re *rueidis.RedisError
 	if errors.As(err, &re) {

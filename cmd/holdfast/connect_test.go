@@ -175,3 +175,25 @@ func TestListAndForceUnlock(t *testing.T) {
 		t.Fatalf("list after force-unlock: %q", r.stdout)
 	}
 }
+
+// --fair takes the fair lock (its token comes from the shared fence counter),
+// and a name in use as the reentrant lock refuses it at once.
+func TestExecFair(t *testing.T) {
+	srv := redistest.Start(t)
+	r := runHoldfast(t, "exec", "--fair", "--redis", srv.Addr, "fairq", "--", "sh", "-c", "echo $HOLDFAST_TOKEN")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
+		t.Fatalf("exec --fair: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Lock(context.Background(), "plain").Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r = runHoldfast(t, "exec", "--fair", "--redis", srv.Addr, "plain", "--", "true")
+	if r.code != exitFailure || !strings.Contains(r.stderr, "another kind") {
+		t.Fatalf("exec --fair on a reentrant lock: exit %d, stderr %q; want %d saying another kind", r.code, r.stderr, exitFailure)
+	}
+}

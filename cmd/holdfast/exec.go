@@ -31,6 +31,8 @@ Options (before or after NAME, before --):
   --lease DURATION     fixed lease, never renewed: the lock ends after it
   --watchdog DURATION  watchdog lease, renewed every third of it while CMD runs
                        (default 30s; not with --lease)
+  --fair               take NAME as a fair lock: granted in request order across
+                       processes (every user of NAME must say --fair)
   --kill-after DURATION
                        when the lock is lost, CMD's process group gets SIGTERM, then
                        SIGKILL this long after (default 10s)
@@ -49,6 +51,7 @@ type execOptions struct {
 	name      string
 	argv      []string
 	lockOpts  []holdfast.Option
+	fair      bool
 	wait      time.Duration // -1: no limit
 	watchdog  time.Duration
 	killAfter time.Duration
@@ -63,6 +66,7 @@ func parseExec(args []string) (execOptions, error) {
 	lease := fs.Duration("lease", 0, "")
 	fs.DurationVar(&o.watchdog, "watchdog", holdfast.DefaultWatchdogTimeout, "")
 	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "")
+	fs.BoolVar(&o.fair, "fair", false, "")
 
 	before, cmd, found := splitDashes(args)
 	rest, err := parseArgs(fs, before)
@@ -168,7 +172,11 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 	signal.Notify(signals, forwarded...)
 	defer signal.Stop(signals)
 
-	l := c.Lock(context.Background(), o.name, o.lockOpts...)
+	lock := c.Lock
+	if o.fair {
+		lock = c.FairLock
+	}
+	l := lock(context.Background(), o.name, o.lockOpts...)
 	select {
 	case <-l.Acquired:
 	case <-l.Lost:
@@ -249,6 +257,8 @@ func acquireFailure(o execOptions, err error) (int, error) {
 		return exitNotTaken, fmt.Errorf("lock %q not acquired within %v", o.name, o.wait)
 	case errors.Is(err, holdfast.ErrInvalidName) || errors.Is(err, holdfast.ErrInvalidOption):
 		return exitUsage, err
+	case errors.Is(err, holdfast.ErrWrongKind):
+		return exitFailure, fmt.Errorf("lock %q is in use as another kind of lock (with or without --fair): %w", o.name, err)
 	}
 	return exitFailure, fmt.Errorf("lock %q: %w", o.name, err)
 }

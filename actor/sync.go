@@ -1,0 +1,159 @@
+package actor
+
+import (
+	"context"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// Synced is the Rueidis adapter with replica sync (Config.SyncReplicas):
+// every script call and every renewal batch is followed by WAIT for a
+// number of replica acknowledgements, sent in the same DoMulti as the
+// script. rueidis treats WAIT as a blocking command and runs such a DoMulti
+// on one dedicated connection, so the WAIT counts the acks of the script's
+// own writes (on a cluster both go to the node of the script's slot).
+//
+// A call with too few acks within the timeout still returns its reply,
+// with an error wrapping ErrReplicaSync that Classify calls
+// lockactor.Unsynced: the kernel undoes a grant so answered and ends its
+// request with that error, and takes any other reply as it is. A renewal
+// with too few acks is a failed renewal (Transient): the hold keeps its old
+// deadline, the watchdog retries, and the hold is Lost at its deadline if
+// no renewal syncs.
+type Synced struct {
+	*Rueidis
+	replicas int64
+	timeout  time.Duration
+
+	mu   sync.Mutex
+	shas map[*scripts.Script]string
+}
+
+// NewSynced wraps r so every call waits for replicas acks, each WAIT
+// bounded by timeout.
+func NewSynced(r *Rueidis, replicas int, timeout time.Duration) *Synced {
+	return &Synced{Rueidis: r, replicas: int64(replicas), timeout: timeout, shas: make(map[*scripts.Script]string)}
+}
+
+// ErrReplicaSync is wrapped by the errors of calls too few replicas
+// acknowledged within the sync timeout.
+var ErrReplicaSync = lockactor.ErrReplicaSync
+
+// errUnsynced marks a script call that ran but was not acknowledged by
+// enough replicas (Unsynced); errRenewUnsynced a renewal batch (Transient).
+type (
+	errUnsynced      struct{ error }
+	errRenewUnsynced struct{ error }
+)
+
+func (e errUnsynced) Unwrap() error      { return e.error }
+func (e errRenewUnsynced) Unwrap() error { return e.error }
+
+// Call implements Redis: the script and WAIT on one connection.
+func (s *Synced) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
+	if s.lua[c.Script] == nil {
+		return nil, fmt.Errorf("holdfast: script %q not registered with scripts.NewScript", c.Script.Name)
+	}
+	reply, acks, err := s.execWait(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := ints(reply)
+	if err != nil {
+		return nil, err
+	}
+	if acks < s.replicas {
+		return vals, errUnsynced{s.shortErr(acks, c.Script.Name)}
+	}
+	return vals, nil
+}
+
+// Renew runs a batch script of the renewal shape; a batch counts as
+// renewed only once enough replicas acknowledged it.
+func (s *Synced) Renew(ctx context.Context, script *scripts.Script, keys, args []string) ([]bool, error) {
+	reply, acks, err := s.execWait(ctx, scripts.Call{Script: script, Keys: keys, Args: args})
+	if err != nil {
+		return nil, err
+	}
+	if acks < s.replicas {
+		return nil, errRenewUnsynced{s.shortErr(acks, script.Name)}
+	}
+	vals, err := ints(reply)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(vals))
+	for i, v := range vals {
+		out[i] = v == 1
+	}
+	return out, nil
+}
+
+func (s *Synced) shortErr(acks int64, script string) error {
+	return fmt.Errorf("%w: %d of %d replicas acknowledged the %s call within %v",
+		ErrReplicaSync, acks, s.replicas, script, s.timeout)
+}
+
+// Classify implements Redis.
+func (s *Synced) Classify(err error) lockactor.Fault {
+	var u errUnsynced
+	var ru errRenewUnsynced
+	switch {
+	case errors.As(err, &u):
+		return lockactor.Unsynced
+	case errors.As(err, &ru):
+		return lockactor.Transient
+	}
+	return s.Rueidis.Classify(err)
+}
+
+// execWait runs a script (EVALSHA, EVAL when the server lacks it) and WAIT
+// in one DoMulti, and returns the script's reply and the number of replicas
+// that acknowledged.
+func (s *Synced) execWait(ctx context.Context, c scripts.Call) (rueidis.RedisMessage, int64, error) {
+	rc := s.client
+	src := s.source(c.Script)
+	wait := rc.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
+	res := rc.DoMulti(ctx,
+		rc.B().Evalsha().Sha1(s.sha(c.Script, src)).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build(),
+		wait)
+	if rerr, ok := rueidis.IsRedisErr(res[0].Error()); ok && rerr.IsNoScript() {
+		wait = rc.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
+		res = rc.DoMulti(ctx,
+			rc.B().Eval().Script(src).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build(),
+			wait)
+	}
+	reply, err := res[0].ToMessage()
+	if err != nil {
+		return reply, 0, err
+	}
+	acks, err := res[1].AsInt64()
+	if err != nil {
+		// The script ran: its outcome is unknown to the caller, so the
+		// error must not look like a refusal (%v, not %w: Ambiguous).
+		return reply, 0, fmt.Errorf("holdfast: WAIT after a script call: %v", err)
+	}
+	return reply, acks, nil
+}
+
+// sha is the SHA1 of src, the source of script, computed once.
+func (s *Synced) sha(script *scripts.Script, src string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	h, ok := s.shas[script]
+	if !ok {
+		sum := sha1.Sum([]byte(src))
+		h = hex.EncodeToString(sum[:])
+		s.shas[script] = h
+	}
+	return h
+}

@@ -1,0 +1,435 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/benbjohnson/clock"
+
+	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// A composite is the coordinator behind LockAll and RedLock. It runs ordinary
+// reentrant Lock requests ("attempts", one or more per part over its life) on
+// the parts' Clients and drives the same *Lock handle a plain Lock returns:
+// Lock.Release and the context watcher reach it through compositeRef, the
+// parts' actors through attemptHandle.
+//
+// # Concurrency
+//
+// The composite starts no goroutine of its own (except the RedLock fence
+// call on a production Client, see raiseFence). Its state is guarded by mu
+// and changed only by the callbacks of its attempts' actors, by Release and
+// by the context watcher. Calls into actors (Enqueue, Send) never run under
+// mu: they are queued in out and run by do after mu is released, so an
+// engine that calls back at once cannot deadlock on mu. The Lock's Lost is
+// closed by the composite, once every attempt it started is over.
+type composite struct {
+	l       *Lock
+	what    string   // "LockAll" or "RedLock": errors name it
+	targets []Target // the parts, in the order the coordinator takes them
+	o       lockOptions
+	owner   string // the caller's WithOwner, or "" for a fresh owner per attempt
+	clock   clock.Clock
+	waitEnd time.Time // end of the wait budget, for o.wait > 0
+	pol     policy
+
+	mu          sync.Mutex // guards the fields below
+	state       compState
+	cur         []*attempt // the live attempt of each part, nil when none
+	live        int        // attempts started and not yet over
+	cause       error      // why the composite ends, once ending
+	userRelease bool       // Release started the end: answer it
+	relErrs     []error
+	driver      lockactor.Driver
+	out         []func()     // calls into actors, run by do after mu is released
+	budget      *clock.Timer // ends a pending composite past its wait budget
+}
+
+type compState uint8
+
+const (
+	compPending compState = iota
+	compHeld
+	compEnding // every attempt is being given back
+	compOver
+)
+
+// policy is what LockAll and RedLock decide differently. Its methods run
+// under the composite's mu.
+type policy interface {
+	start(c *composite)
+	// granted: attempt a of the current round holds (the composite is pending).
+	granted(c *composite, a *attempt)
+	// ended: attempt a ended without being given back (the composite is pending).
+	ended(c *composite, a *attempt)
+	// heldLost: attempt a ended while the composite held.
+	heldLost(c *composite, a *attempt)
+	// deadline of the composite hold from its parts' deadlines.
+	deadline(c *composite) time.Time
+}
+
+// attempt is one ordinary Lock request for one part.
+type attempt struct {
+	part     int
+	ref      lockactor.Ref // nil until Enqueue returned
+	held     bool
+	over     bool
+	err      error // why it ended, once over
+	token    uint64
+	deadline time.Time
+	giveBack bool // a release was asked for
+	sent     bool // ... and sent to its actor
+}
+
+func newComposite(ctx context.Context, what, name string, targets []Target, opts []Option, pol policy) (*composite, *Lock) {
+	l := newLock(name)
+	o := lockOptions{wait: -1}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c := &composite{l: l, what: what, targets: targets, o: o, pol: pol, cur: make([]*attempt, len(targets))}
+	l.ref = compositeRef{c}
+	if err := c.check(ctx); err != nil {
+		l.end(err)
+		return nil, l
+	}
+	owner, ok, _ := ownerFrom(ctx)
+	if ok {
+		c.owner = owner
+	}
+	c.clock = targets[0].Client.cfg.Clock
+	if o.wait > 0 {
+		c.waitEnd = c.clock.Now().Add(o.wait)
+	}
+	return c, l
+}
+
+// check validates a composite's input: bad input changes nothing.
+func (c *composite) check(ctx context.Context) error {
+	if len(c.targets) == 0 {
+		return fmt.Errorf("%w: %s needs at least one target", ErrInvalidOption, c.what)
+	}
+	seen := make(map[Target]bool, len(c.targets))
+	for _, t := range c.targets {
+		if t.Client == nil {
+			return fmt.Errorf("%w: %s target %q has a nil Client", ErrInvalidOption, c.what, t.Name)
+		}
+		if !t.Client.usable() {
+			return errNoClient
+		}
+		if seen[t] {
+			return fmt.Errorf("%w: %s names %q on one Client twice", ErrInvalidOption, c.what, t.Name)
+		}
+		seen[t] = true
+		if err := t.Client.check(ctx, t.Name, c.o); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// run starts the composite and its context watcher.
+func (c *composite) run(ctx context.Context) {
+	c.do(func() { c.pol.start(c) })
+	if ctx.Done() == nil {
+		return
+	}
+	stop := context.AfterFunc(ctx, func() {
+		c.l.ref.Send(lockactor.MsgCancel, fmt.Errorf("holdfast: lock context ended: %w", ctx.Err()))
+	})
+	c.l.mu.Lock()
+	if c.l.over {
+		c.l.mu.Unlock()
+		stop()
+	} else {
+		c.l.stop = stop
+		c.l.mu.Unlock()
+	}
+}
+
+// do runs fn under mu, then the actor calls it queued.
+func (c *composite) do(fn func()) {
+	c.mu.Lock()
+	fn()
+	out := c.out
+	c.out = nil
+	c.mu.Unlock()
+	for _, f := range out {
+		f()
+	}
+}
+
+// remaining is the wait budget left: < 0 for no budget (wait forever).
+func (c *composite) remaining() time.Duration {
+	if c.o.wait < 0 {
+		return -1
+	}
+	if c.o.wait == 0 {
+		return 0
+	}
+	return max(c.waitEnd.Sub(c.clock.Now()), 0)
+}
+
+// budgetSpent reports whether a failed round may not be followed by another.
+func (c *composite) budgetSpent() bool {
+	return c.o.wait == 0 || (c.o.wait > 0 && c.remaining() <= 0)
+}
+
+// enqueue starts an attempt on part p with wait budget wait (as Request.Wait).
+func (c *composite) enqueue(p int, wait time.Duration) *attempt {
+	a := &attempt{part: p}
+	c.cur[p] = a
+	c.live++
+	t := c.targets[p]
+	c.out = append(c.out, func() {
+		ref, err := t.Client.enqueuePart(t.Name, c.owner, c.o.lease, wait, attemptHandle{c, a})
+		if err != nil {
+			attemptHandle{c, a}.Lost(err)
+			return
+		}
+		c.do(func() {
+			a.ref = ref
+			if d, ok := ref.(lockactor.Driver); ok && c.driver == nil {
+				c.driver = d
+			}
+			if a.giveBack {
+				c.sendRelease(a)
+			}
+		})
+	})
+	return a
+}
+
+// enqueuePart starts an ordinary reentrant request for a composite's part,
+// heard back through h. owner "" gives the request an owner of its own.
+func (c *Client) enqueuePart(name, owner string, lease, wait time.Duration, h lockactor.Handle) (lockactor.Ref, error) {
+	id := c.nextID.Add(1)
+	if owner == "" {
+		owner = "~" + strconv.FormatUint(id, 10)
+	}
+	req := lockactor.Request{
+		ID:       lockactor.ReqID(id),
+		Field:    scripts.Field(c.cfg.ClientID, c.instance, owner),
+		Lease:    lease,
+		Watchdog: lease == 0,
+		Wait:     wait,
+	}
+	if req.Watchdog {
+		req.Lease = c.cfg.WatchdogTimeout
+	}
+	return c.eng.Enqueue(name, req, h)
+}
+
+// giveBack releases attempt a (or cancels it while pending); it is no longer
+// its part's live attempt.
+func (c *composite) giveBack(a *attempt) {
+	if a.giveBack || a.over {
+		return
+	}
+	a.giveBack = true
+	if c.cur[a.part] == a {
+		c.cur[a.part] = nil
+	}
+	if a.ref != nil {
+		c.sendRelease(a)
+	}
+}
+
+func (c *composite) sendRelease(a *attempt) {
+	if a.sent || a.over {
+		return
+	}
+	a.sent = true
+	ref := a.ref
+	c.out = append(c.out, func() { ref.Send(lockactor.MsgRelease, nil) })
+}
+
+// fail ends the composite with cause: every attempt is given back, and Lost
+// closes once all are over, so no partial hold outlives the composite.
+func (c *composite) fail(cause error) {
+	if c.state >= compEnding {
+		return
+	}
+	c.stopBudget()
+	c.state, c.cause = compEnding, cause
+	for _, a := range c.cur {
+		if a != nil {
+			c.giveBack(a)
+		}
+	}
+	c.maybeFinish()
+}
+
+func (c *composite) maybeFinish() {
+	if c.state != compEnding || c.live > 0 {
+		return
+	}
+	c.state = compOver
+	if c.userRelease {
+		c.l.mu.Lock()
+		c.l.relErr, c.l.relAnswered = errors.Join(c.relErrs...), true
+		c.l.mu.Unlock()
+	}
+	c.l.end(c.cause)
+}
+
+// acquire makes the composite held with the given tokens (in the caller's
+// order of targets) and token.
+func (c *composite) acquire(token uint64, tokens []uint64) {
+	c.stopBudget()
+	c.state = compHeld
+	c.l.token.Store(token)
+	c.l.deadline.Store(c.pol.deadline(c).UnixNano())
+	c.l.mu.Lock()
+	c.l.tokens = tokens
+	c.l.mu.Unlock()
+	close(c.l.acquired)
+}
+
+// armBudget bounds a pending composite by its wait budget even when a part
+// cannot answer (a part that tries once on an unreachable node retries until
+// it hears back). The parts' own wait timers end at the budget and normally
+// decide first; this timer, a little later, only catches the stuck ones. It
+// is the composite's: stopped when the composite stops pending, a no-op if
+// it fires after.
+func (c *composite) armBudget() {
+	if c.o.wait <= 0 {
+		return
+	}
+	c.budget = c.clock.AfterFunc(c.o.wait+2*wheelTick, func() {
+		c.do(func() {
+			if c.state == compPending {
+				c.fail(fmt.Errorf("holdfast: %s %q: %w (a part did not answer)", c.what, c.l.name, ErrWaitTimeout))
+			}
+		})
+	})
+}
+
+func (c *composite) stopBudget() {
+	if c.budget != nil {
+		c.budget.Stop()
+		c.budget = nil
+	}
+}
+
+// held returns the live held attempts.
+func (c *composite) held() []*attempt {
+	var out []*attempt
+	for _, a := range c.cur {
+		if a != nil && a.held && !a.over {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func deadlines(as []*attempt) []time.Time {
+	out := make([]time.Time, len(as))
+	for i, a := range as {
+		out[i] = a.deadline
+	}
+	return out
+}
+
+// partErr names the part behind an attempt's error.
+func (c *composite) partErr(a *attempt, err error) error {
+	t := c.targets[a.part]
+	return fmt.Errorf("holdfast: %s part %q (client %s): %w", c.what, t.Name, t.Client.cfg.ClientID, err)
+}
+
+// compositeRef is how the Lock handle reaches its composite.
+type compositeRef struct{ c *composite }
+
+func (r compositeRef) Send(kind lockactor.MsgKind, err error) {
+	c := r.c
+	c.do(func() {
+		if c.state >= compEnding {
+			return
+		}
+		switch kind {
+		case lockactor.MsgRelease:
+			c.userRelease = true
+			c.fail(ErrReleased)
+		case lockactor.MsgCancel:
+			c.fail(err)
+		}
+	})
+}
+
+// Drive implements lockactor.Driver for the simulator: every part of a
+// simulated composite lives in one World, so driving one part's runtime
+// drives them all.
+func (r compositeRef) Drive(ctx context.Context, done ...<-chan struct{}) {
+	r.c.mu.Lock()
+	d := r.c.driver
+	r.c.mu.Unlock()
+	if d != nil {
+		d.Drive(ctx, done...)
+	}
+}
+
+// attemptHandle is an attempt's actor side: it implements lockactor.Handle.
+type attemptHandle struct {
+	c *composite
+	a *attempt
+}
+
+func (h attemptHandle) Acquired(token uint64, deadline time.Time) {
+	c, a := h.c, h.a
+	c.do(func() {
+		a.held, a.token, a.deadline = true, token, deadline
+		if a.giveBack || c.state != compPending {
+			return
+		}
+		c.pol.granted(c, a)
+	})
+}
+
+func (h attemptHandle) SetDeadline(d time.Time) {
+	c, a := h.c, h.a
+	c.do(func() {
+		a.deadline = d
+		if c.state == compHeld && !a.giveBack {
+			c.l.deadline.Store(c.pol.deadline(c).UnixNano())
+		}
+	})
+}
+
+func (h attemptHandle) ReleaseDone(err error) {
+	c := h.c
+	c.do(func() {
+		if err != nil && c.userRelease {
+			c.relErrs = append(c.relErrs, c.partErr(h.a, err))
+		}
+	})
+}
+
+func (h attemptHandle) Lost(err error) {
+	c, a := h.c, h.a
+	c.do(func() {
+		if a.over {
+			return
+		}
+		a.over, a.err = true, err
+		c.live--
+		if c.cur[a.part] == a {
+			c.cur[a.part] = nil
+			if !a.giveBack {
+				switch c.state {
+				case compPending:
+					c.pol.ended(c, a)
+				case compHeld:
+					a.held = false
+					c.pol.heldLost(c, a)
+				}
+			}
+		}
+		c.maybeFinish()
+	})
+}

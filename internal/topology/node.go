@@ -1,0 +1,225 @@
+// Package topology starts real Redis deployments for tests — a Redis Cluster
+// of several masters, a primary with a replica watched by Sentinels — on free
+// loopback ports, and lets a test kill, stop and continue their processes to
+// inject faults. Every process and temporary directory it starts is removed
+// when the test ends.
+//
+// Sentinels run as `redis-server CONF --sentinel`, which is what the
+// redis-sentinel binary is, so the Debian package redis-server (with
+// redis-tools, which it depends on, for redis-cli) is all the tests need.
+package topology
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/holdfast/holdfast/internal/redistest"
+)
+
+// Node is one redis-server process (data node or sentinel) owned by a test.
+type Node struct {
+	t    testing.TB
+	Addr string
+	Port string
+	dir  string
+	args []string // after the config file, if any
+
+	mu  sync.Mutex
+	cmd *exec.Cmd
+}
+
+// startNode runs redis-server with args on a free loopback port; conf, when
+// not empty, is written to a config file given first (sentinels need one
+// they can rewrite).
+func startNode(t testing.TB, conf string, args ...string) *Node {
+	t.Helper()
+	addr := freeAddr(t)
+	_, port, _ := net.SplitHostPort(addr)
+	dir := t.TempDir()
+	var full []string
+	if conf != "" {
+		path := filepath.Join(dir, "node.conf")
+		conf = "port " + port + "\nbind 127.0.0.1\ndir " + dir + "\n" + conf
+		if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
+			t.Fatalf("topology: writing %s: %v", path, err)
+		}
+		full = append(full, path)
+	}
+	full = append(full, args...)
+	full = append(full, "--port", port, "--bind", "127.0.0.1", "--dir", dir,
+		"--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no", "--protected-mode", "no")
+	n := &Node{t: t, Addr: addr, Port: port, dir: dir, args: full}
+	n.start()
+	t.Cleanup(n.Kill)
+	return n
+}
+
+func (n *Node) start() {
+	n.t.Helper()
+	cmd := exec.Command(redistest.Binary(n.t), n.args...)
+	if err := cmd.Start(); err != nil {
+		n.t.Fatalf("topology: starting redis-server: %v", err)
+	}
+	n.mu.Lock()
+	n.cmd = cmd
+	n.mu.Unlock()
+	if err := waitReady(n.Addr, 10*time.Second); err != nil {
+		n.t.Fatalf("topology: redis-server on %s did not come up: %v\n%s", n.Addr, err, n.Log())
+	}
+}
+
+// Log returns the node's log file, for failure messages.
+func (n *Node) Log() string {
+	b, _ := os.ReadFile(filepath.Join(n.dir, "redis.log"))
+	return string(b)
+}
+
+// Kill stops the process with SIGKILL and waits for it. Killing a dead node
+// does nothing.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	cmd := n.cmd
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+}
+
+// Stop freezes the process with SIGSTOP: its sockets stay open, it answers
+// nothing. Continue resumes it.
+func (n *Node) Stop() { n.signal(syscall.SIGSTOP) }
+
+// Continue resumes a process frozen by Stop.
+func (n *Node) Continue() { n.signal(syscall.SIGCONT) }
+
+func (n *Node) signal(sig syscall.Signal) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		n.cmd.Process.Signal(sig)
+	}
+}
+
+// Do runs one command on a fresh connection to this node alone and returns
+// its reply. Redis error replies are returned as errors.
+func (n *Node) Do(args ...string) (rueidis.RedisMessage, error) {
+	c, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: []string{n.Addr}, DisableCache: true, ForceSingleClient: true,
+		DisableRetry: true, Dialer: net.Dialer{Timeout: time.Second},
+	})
+	if err != nil {
+		return rueidis.RedisMessage{}, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return c.Do(ctx, c.B().Arbitrary(args...).Build()).ToMessage()
+}
+
+// MustDo is Do that fails the test on any error but a nil reply.
+func (n *Node) MustDo(args ...string) *rueidis.RedisMessage {
+	n.t.Helper()
+	msg, err := n.Do(args...)
+	if err != nil && !rueidis.IsRedisNil(err) {
+		n.t.Fatalf("topology: %s %v: %v", n.Addr, args, err)
+	}
+	return &msg
+}
+
+// Info returns the value of field in the node's INFO section (or "").
+func (n *Node) Info(section, field string) string {
+	msg, err := n.Do("INFO", section)
+	if err != nil {
+		return ""
+	}
+	s, _ := msg.ToString()
+	return infoField(s, field)
+}
+
+func infoField(s, field string) string {
+	s = strings.TrimPrefix(s, "txt:") // RESP3 verbatim string
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// Eventually polls cond every 20ms until it holds or limit passes, then
+// fails the test with what.
+func Eventually(t testing.TB, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	eventually(t, limit, func() string { return what }, cond)
+}
+
+func eventually(t testing.TB, limit time.Duration, what func() string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("topology: %s: not within %v", what(), limit)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("topology: no free port: %v", err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func waitReady(addr string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		err := ping(addr)
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func ping(addr string) error {
+	c, err := net.DialTimeout("tcp", addr, time.Second)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	if _, err := c.Write([]byte("PING\r\n")); err != nil {
+		return err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return err
+	}
+	if !strings.HasPrefix(line, "+PONG") {
+		return fmt.Errorf("unexpected reply %q", line)
+	}
+	return nil
+}

@@ -1,0 +1,581 @@
+package holdfast_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/sim"
+)
+
+// Property tests of the read-write lock on the deterministic simulator, in
+// the style of props_test.go: rapid draws a deployment and a sequence of
+// actions (read and write locks, releases, cancellations, time, pauses —
+// a paused client is a dead process until resumed —, failovers, restarts,
+// partitions, lost messages) and checks after every action:
+//
+//   - no write hold is valid beside any other owner's hold of the name;
+//   - fencing tokens strictly increase per name, grant after grant;
+//   - no holder is told of a validity deadline past its hold's own lease
+//     key's expiry in Redis;
+//   - a dead (paused) client's holds end on their own deadlines: its lease
+//     keys are gone from Redis one lease after it stopped, whatever the
+//     live readers renew;
+//
+// and, once the faults stop, that every Lock is granted or gives up and
+// nothing is left in Redis. TestRWReadersOverlap and TestRWWriterPreference
+// show that readers do share and that a waiting writer is not starved.
+
+// rwMaxLease bounds every lease the properties draw (watchdog or fixed).
+const rwMaxLease = 3 * time.Second
+
+type rwTracked struct {
+	l         *holdfast.Lock
+	client    int
+	cancel    context.CancelFunc
+	cancelled bool
+	wasHeld   bool
+	lostSeen  bool
+}
+
+type rwWorld struct {
+	w        *sim.World
+	clients  []*holdfast.Client
+	ids      []string
+	paused   []bool
+	pausedAt []time.Time
+	locks    []*rwTracked
+	rollback time.Time // first data roll-back: exclusion is promised before it only
+	maxDelay time.Duration
+	// overlap is the most read holds of distinct owners seen valid at once.
+	overlap int
+}
+
+// rwHold is the validity interval of one grant, in World time.
+type rwHold struct {
+	client, field, name string
+	req                 uint64
+	from, to            time.Time
+	token               uint64
+	gen                 int
+	granted             time.Time
+}
+
+func (h rwHold) write() bool   { return strings.HasSuffix(h.field, ":w") }
+func (h rwHold) owner() string { return h.client + "/" + h.field[:len(h.field)-2] }
+
+// rwHolds rebuilds every grant's interval from the history: from Acquired to
+// the earliest of Lost, the holder giving it up, and its last deadline.
+func rwHolds(w *sim.World) []rwHold {
+	open := map[string]*rwHold{}
+	var out []rwHold
+	key := func(e sim.Event) string { return fmt.Sprintf("%s/%d", e.Client, e.Req) }
+	for _, e := range w.History() {
+		h := open[key(e)]
+		switch e.Kind {
+		case sim.Acquired:
+			open[key(e)] = &rwHold{client: e.Client, field: e.Field, name: e.Name, req: e.Req, from: e.At,
+				to: e.DeadlineAt, token: e.Token, gen: e.Generation, granted: e.GrantedAt}
+		case sim.Renewed:
+			if h != nil && e.DeadlineAt.After(h.to) {
+				h.to = e.DeadlineAt
+			}
+		case sim.Releasing, sim.Lost:
+			if h != nil && e.At.Before(h.to) {
+				h.to = e.At
+			}
+			if h != nil && e.Kind == sim.Lost {
+				out = append(out, *h)
+				delete(open, key(e))
+			}
+		}
+	}
+	for _, h := range open {
+		if w.Now().Before(h.to) {
+			h.to = w.Now()
+		}
+		out = append(out, *h)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].granted.Equal(out[j].granted) {
+			return out[i].granted.Before(out[j].granted)
+		}
+		return out[i].token < out[j].token
+	})
+	return out
+}
+
+func newRWWorld(t *rapid.T) *rwWorld {
+	cfg := sim.Config{
+		Seed:           rapid.Int64().Draw(t, "seed"),
+		Replicas:       rapid.IntRange(0, 2).Draw(t, "replicas"),
+		MaxDelay:       time.Duration(rapid.IntRange(1, 20).Draw(t, "maxDelayMs")) * time.Millisecond,
+		ReplicationLag: time.Duration(rapid.IntRange(1, 50).Draw(t, "lagMs")) * time.Millisecond,
+	}
+	p := &rwWorld{w: sim.New(cfg), maxDelay: cfg.MaxDelay}
+	for i := range 3 {
+		id := fmt.Sprintf("c%d", i+1)
+		p.clients = append(p.clients, p.w.NewClient(sim.ClientConfig{
+			ID:              id,
+			WatchdogTimeout: time.Duration(rapid.IntRange(300, int(rwMaxLease/time.Millisecond)).Draw(t, "watchdogMs")) * time.Millisecond,
+			Drift:           float64(rapid.IntRange(-5, 5).Draw(t, "drift‰")) / 1000,
+		}))
+		p.ids = append(p.ids, id)
+		p.paused = append(p.paused, false)
+		p.pausedAt = append(p.pausedAt, time.Time{})
+	}
+	return p
+}
+
+func TestRWLockProperties(t *testing.T) {
+	runs, overlapped := 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		rt.Repeat(map[string]func(*rapid.T){
+			"read":    func(t *rapid.T) { p.lock(t, false) },
+			"write":   func(t *rapid.T) { p.lock(t, true) },
+			"readers": p.readers,
+			"release": p.release,
+			"cancel":  p.cancel,
+			"advance": func(t *rapid.T) {
+				p.w.Advance(time.Duration(rapid.IntRange(1, 3000).Draw(t, "ms")) * time.Millisecond)
+			},
+			"pause":  p.pause,
+			"resume": p.resume,
+			"failover": func(t *rapid.T) {
+				before := p.w.Generation()
+				p.w.Failover()
+				p.w.Revive()
+				p.noteRollback(before)
+			},
+			"restart": func(t *rapid.T) {
+				if rapid.IntRange(0, 3).Draw(t, "rare") != 0 {
+					t.Skip("restarts are rare")
+				}
+				before := p.w.Generation()
+				p.w.RestartPrimary()
+				p.noteRollback(before)
+			},
+			"partition": func(t *rapid.T) {
+				p.w.Partition(p.clients[rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")])
+			},
+			"heal":    func(*rapid.T) { p.w.Heal() },
+			"droppub": func(*rapid.T) { p.w.DropPubSub(0.5) },
+			"":        p.check,
+		})
+		p.liveness(rt)
+		runs++
+		if p.overlap >= 2 {
+			overlapped++
+		}
+	})
+	t.Logf("%d of %d runs had read holds of distinct owners valid at once", overlapped, runs)
+	if runs >= 20 && overlapped == 0 {
+		t.Fatal("readers never overlapped: the property runs do not exercise sharing")
+	}
+}
+
+func (p *rwWorld) lock(t *rapid.T, write bool) {
+	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
+	if p.paused[i] {
+		t.Skip("client paused")
+	}
+	p.lockOn(t, i, rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name"), write)
+}
+
+// readers queues read locks on one name from every live client at once.
+func (p *rwWorld) readers(t *rapid.T) {
+	name := rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name")
+	for i := range p.clients {
+		if !p.paused[i] {
+			p.lockOn(t, i, name, false)
+		}
+	}
+}
+
+func (p *rwWorld) lockOn(t *rapid.T, i int, name string, write bool) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if owner := rapid.SampledFrom([]string{"", "x", "y"}).Draw(t, "owner"); owner != "" {
+		ctx = holdfast.WithOwner(ctx, owner)
+	}
+	var opts []holdfast.Option
+	if rapid.Bool().Draw(t, "fixedLease") {
+		opts = append(opts, holdfast.WithLease(time.Duration(rapid.IntRange(200, int(rwMaxLease/time.Millisecond)).Draw(t, "leaseMs"))*time.Millisecond))
+	}
+	switch rapid.IntRange(0, 2).Draw(t, "wait") {
+	case 1:
+		opts = append(opts, holdfast.WithWait(0))
+	case 2:
+		opts = append(opts, holdfast.WithWait(time.Duration(rapid.IntRange(1, 5000).Draw(t, "waitMs"))*time.Millisecond))
+	}
+	var l *holdfast.Lock
+	if write {
+		l = p.clients[i].WriteLock(ctx, name, opts...)
+	} else {
+		l = p.clients[i].ReadLock(ctx, name, opts...)
+	}
+	p.locks = append(p.locks, &rwTracked{l: l, client: i, cancel: cancel})
+}
+
+func (p *rwWorld) live() []*rwTracked {
+	var out []*rwTracked
+	for _, tr := range p.locks {
+		if !isClosed(tr.l.Lost) && !p.paused[tr.client] {
+			out = append(out, tr)
+		}
+	}
+	return out
+}
+
+func (p *rwWorld) release(t *rapid.T) {
+	live := p.live()
+	if len(live) == 0 {
+		t.Skip("no live lock")
+	}
+	tr := rapid.SampledFrom(live).Draw(t, "lock")
+	tr.l.Release(context.Background())
+	if !isClosed(tr.l.Lost) {
+		t.Fatal("Release returned but the Lock is not over")
+	}
+}
+
+func (p *rwWorld) cancel(t *rapid.T) {
+	live := p.live()
+	if len(live) == 0 {
+		t.Skip("no live lock")
+	}
+	tr := rapid.SampledFrom(live).Draw(t, "lock")
+	if tr.cancelled {
+		t.Skip("already cancelled")
+	}
+	tr.cancelled = true
+	before := p.w.Inbox()
+	tr.cancel()
+	for p.w.Inbox() == before {
+		runtime.Gosched()
+	}
+}
+
+func (p *rwWorld) pause(t *rapid.T) {
+	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
+	if !p.paused[i] {
+		p.w.Pause(p.clients[i])
+		p.paused[i], p.pausedAt[i] = true, p.w.Now()
+	}
+}
+
+func (p *rwWorld) resume(t *rapid.T) {
+	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
+	p.w.Resume(p.clients[i])
+	p.paused[i] = false
+}
+
+func (p *rwWorld) noteRollback(before int) {
+	if p.w.Generation() != before && p.rollback.IsZero() {
+		p.rollback = p.w.Now()
+	}
+}
+
+func (p *rwWorld) check(t *rapid.T) {
+	hs := rwHolds(p.w)
+	for i, a := range hs {
+		// Read holds of distinct owners valid at the instant a began.
+		if !a.write() {
+			at := map[string]bool{a.owner(): true}
+			for _, b := range hs {
+				if b.name == a.name && !b.write() && !b.from.After(a.from) && a.from.Before(b.to) {
+					at[b.owner()] = true
+				}
+			}
+			p.overlap = max(p.overlap, len(at))
+		}
+		for _, b := range hs[i+1:] {
+			if a.name != b.name || a.owner() == b.owner() || (!a.write() && !b.write()) {
+				continue
+			}
+			start, end := later(a.from, b.from), earlier(a.to, b.to)
+			if !p.rollback.IsZero() {
+				end = earlier(end, p.rollback)
+			}
+			if start.Before(end) {
+				t.Fatalf("exclusion: %s %s (%s) held %q [%v, %v] while %s %s (%s) held it [%v, %v]",
+					a.client, a.field, mode(a), a.name, a.from.Sub(sim.Start), a.to.Sub(sim.Start),
+					b.client, b.field, mode(b), b.from.Sub(sim.Start), b.to.Sub(sim.Start))
+			}
+		}
+	}
+	// Fencing, in the order the grants ran within one data generation: a
+	// write hold's token is above every token granted before it, and every
+	// hold's token is above the last write's before it. (A read grant
+	// repeated after an ambiguous failure answers its original token at
+	// the repeat's time, after readers granted in between: among readers
+	// only uniqueness is checked.)
+	type fence struct {
+		gen       int
+		max, last uint64 // the highest token so far; the last write's
+	}
+	fences := map[string]*fence{}
+	seen := map[string]bool{}
+	for _, h := range hs {
+		hold := fmt.Sprintf("%s/%s/%s/%d/%d", h.client, h.field, h.name, h.gen, h.token)
+		if seen[hold] {
+			continue // a reentry shares its hold's token
+		}
+		seen[hold] = true
+		f := fences[h.name]
+		if f == nil || f.gen != h.gen {
+			f = &fence{gen: h.gen}
+			fences[h.name] = f
+		}
+		if (h.write() && h.token <= f.max) || h.token <= f.last {
+			t.Fatalf("fencing: %s %s (%s) got token %d on %q after tokens up to %d (last write %d)",
+				h.client, h.field, mode(h), h.token, h.name, f.max, f.last)
+		}
+		f.max = max(f.max, h.token)
+		if h.write() {
+			f.last = h.token
+		}
+	}
+	tokens := map[string]string{}
+	for hold := range seen {
+		parts := strings.Split(hold, "/")
+		k := parts[2] + "/" + parts[3] + "/" + parts[4]
+		if other, dup := tokens[k]; dup && other != parts[0]+"/"+parts[1] {
+			t.Fatalf("fencing: token %s on %q given to %s and to %s/%s", parts[4], parts[2], other, parts[0], parts[1])
+		}
+		tokens[k] = parts[0] + "/" + parts[1]
+	}
+	// Validity: a grant's deadline never lies past its own lease key's
+	// expiry, as the granting call left it.
+	for _, e := range p.w.History() {
+		if e.Kind == sim.Acquired && !e.ExpiresAt.IsZero() && e.DeadlineAt.After(e.ExpiresAt) {
+			t.Fatalf("validity: %s %s told it holds %q until %v, its lease key expires at %v",
+				e.Client, e.Field, e.Name, e.DeadlineAt.Sub(sim.Start), e.ExpiresAt.Sub(sim.Start))
+		}
+	}
+	// A dead client's holds end on their own deadlines: one lease (plus a
+	// call still on the wire when it stopped) after it stopped, none of its
+	// lease keys is left, whatever other readers renewed meanwhile.
+	for i, id := range p.ids {
+		if !p.paused[i] || p.w.Now().Before(p.pausedAt[i].Add(rwMaxLease+2*p.maxDelay)) {
+			continue
+		}
+		for _, k := range p.w.Keys() {
+			if strings.Contains(k, "}:rw:"+id+":") && !strings.HasSuffix(k, ":c") {
+				t.Fatalf("hold key %s of client %s, stopped at %v, still in Redis at %v", k, id,
+					p.pausedAt[i].Sub(sim.Start), p.w.Now().Sub(sim.Start))
+			}
+		}
+	}
+	for _, tr := range p.locks {
+		held := isClosed(tr.l.Acquired)
+		if tr.lostSeen && held && !tr.wasHeld {
+			t.Fatalf("a Lock that ended with %v was acquired afterwards", tr.l.Err())
+		}
+		if isClosed(tr.l.Lost) {
+			if tr.l.Err() == nil {
+				t.Fatal("Lost closed with a nil Err")
+			}
+			tr.lostSeen = true
+		}
+		tr.wasHeld = held
+	}
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func mode(h rwHold) string {
+	if h.write() {
+		return "write"
+	}
+	return "read"
+}
+
+// liveness stops every fault and requires every Lock to be granted (then
+// released) or to give up, and nothing left in Redis after Close.
+func (p *rwWorld) liveness(t *rapid.T) {
+	p.w.Heal()
+	p.w.DropPubSub(0)
+	for i, c := range p.clients {
+		p.w.Resume(c)
+		p.paused[i] = false
+	}
+	for round := 0; round < 2*len(p.locks)+5; round++ {
+		p.w.Advance(5 * time.Second)
+		progress := false
+		for _, tr := range p.locks {
+			if isClosed(tr.l.Acquired) && !isClosed(tr.l.Lost) {
+				tr.l.Release(context.Background())
+				progress = true
+			}
+		}
+		if !progress && len(p.live()) == 0 {
+			break
+		}
+	}
+	p.check(t)
+	for _, tr := range p.locks {
+		if !isClosed(tr.l.Lost) {
+			t.Fatalf("liveness: a Lock is still pending after the faults stopped (acquired=%v)", isClosed(tr.l.Acquired))
+		}
+	}
+	for _, c := range p.clients {
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+	}
+	p.w.Advance(10 * time.Second)
+	if keys := p.w.Keys(); len(keys) != 0 {
+		t.Fatalf("keys left in Redis: %v", keys)
+	}
+}
+
+// TestRWReadersOverlap: readers of distinct owners on several clients, with
+// no writer, all hold the name at once.
+func TestRWReadersOverlap(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		n := rapid.IntRange(2, 6).Draw(rt, "readers")
+		for range n {
+			i := rapid.IntRange(0, 2).Draw(rt, "client")
+			l := p.clients[i].ReadLock(context.Background(), "a") // watchdog, no wait budget
+			p.locks = append(p.locks, &rwTracked{l: l, client: i, cancel: func() {}})
+		}
+		p.w.Advance(time.Second)
+		for _, tr := range p.locks {
+			if !isClosed(tr.l.Acquired) || isClosed(tr.l.Lost) {
+				rt.Fatalf("reader not holding beside the others: %v", tr.l.Err())
+			}
+		}
+		p.check(rt)
+		owners := map[string]bool{}
+		for _, h := range rwHolds(p.w) {
+			owners[h.owner()] = true
+		}
+		if p.overlap != len(owners) {
+			rt.Fatalf("%d reader owners, at most %d held at once", len(owners), p.overlap)
+		}
+		p.liveness(rt)
+	})
+}
+
+// TestRWWriterPreference: readers hold; a writer asks; new readers keep
+// arriving while the first ones leave one by one. No reader that arrived
+// after the writer's claim reached Redis is granted before the writer (an
+// owner already holding a read hold re-enters, which is not a new reader),
+// and the writer is granted within a few message delays of the last early
+// reader's release.
+func TestRWWriterPreference(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		ctx := context.Background()
+		var early []*holdfast.Lock
+		for i := range rapid.IntRange(1, 4).Draw(rt, "early") {
+			l := p.clients[i%2].ReadLock(holdfast.WithOwner(ctx, fmt.Sprintf("e%d", i)), "a")
+			early = append(early, l)
+		}
+		p.w.Advance(200 * time.Millisecond)
+		for _, l := range early {
+			if !isClosed(l.Acquired) {
+				rt.Fatalf("early reader not granted: %v", l.Err())
+			}
+		}
+		w := p.clients[2].WriteLock(ctx, "a")
+		p.w.Advance(10 * p.maxDelay) // the writer's attempt has run: its claim is in Redis
+		var late []*holdfast.Lock
+		for len(early) > 0 {
+			switch rapid.IntRange(0, 2).Draw(rt, "step") {
+			case 0:
+				i := len(late)
+				late = append(late, p.clients[i%2].ReadLock(holdfast.WithOwner(ctx, fmt.Sprintf("l%d", i)), "a"))
+			case 1:
+				i := rapid.IntRange(0, len(early)-1).Draw(rt, "leaver")
+				early[i].Release(ctx)
+				early = append(early[:i], early[i+1:]...)
+			default:
+				p.w.Advance(time.Duration(rapid.IntRange(1, 100).Draw(rt, "ms")) * time.Millisecond)
+			}
+			if isClosed(w.Acquired) && len(early) > 0 {
+				rt.Fatalf("writer granted while %d early readers hold", len(early))
+			}
+			for _, l := range late {
+				if isClosed(l.Acquired) && !isClosed(w.Acquired) {
+					rt.Fatal("a reader that came after the waiting writer was granted before it")
+				}
+			}
+		}
+		bound := 6*p.maxDelay + 10*time.Millisecond
+		p.w.Advance(bound)
+		if !isClosed(w.Acquired) {
+			rt.Fatalf("writer not granted %v after the last early reader left (max delay %v): %v", bound, p.maxDelay, w.Err())
+		}
+		for _, l := range late {
+			if isClosed(l.Acquired) {
+				rt.Fatal("late reader granted beside the writer")
+			}
+		}
+		w.Release(ctx)
+		// Each client grants its waiting readers one round trip after another.
+		bound = time.Duration(len(late)+2)*3*p.maxDelay + 10*time.Millisecond
+		p.w.Advance(bound)
+		for _, l := range late {
+			if !isClosed(l.Acquired) {
+				rt.Fatalf("late reader not granted %v after the writer left: %v", bound, l.Err())
+			}
+		}
+		p.check(rt)
+		for _, l := range late {
+			l.Release(ctx)
+		}
+		p.liveness(rt)
+	})
+}
+
+// TestRWDeadReaderExpires: readers on every client hold; one client dies
+// (pauses) while the others keep renewing theirs. One lease (plus a call on
+// the wire) after it stopped, the dead client's hold is gone from Redis,
+// while the live readers still hold.
+func TestRWDeadReaderExpires(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		for i := range p.clients {
+			l := p.clients[i].ReadLock(context.Background(), "a")
+			p.locks = append(p.locks, &rwTracked{l: l, client: i, cancel: func() {}})
+		}
+		p.w.Advance(time.Duration(rapid.IntRange(100, 2000).Draw(rt, "beforeMs")) * time.Millisecond)
+		dead := rapid.IntRange(0, 2).Draw(rt, "dead")
+		p.w.Pause(p.clients[dead])
+		p.paused[dead], p.pausedAt[dead] = true, p.w.Now()
+		end := p.w.Now().Add(rwMaxLease + 2*p.maxDelay)
+		for p.w.Now().Before(end) {
+			p.w.Advance(time.Duration(rapid.IntRange(1, 500).Draw(rt, "stepMs")) * time.Millisecond)
+			p.check(rt)
+		}
+		p.check(rt) // the dead client's hold keys must be gone now
+		for _, tr := range p.locks {
+			if tr.client != dead && (isClosed(tr.l.Lost) || !isClosed(tr.l.Acquired)) {
+				rt.Fatalf("live reader on c%d lost its hold: %v", tr.client+1, tr.l.Err())
+			}
+		}
+		p.liveness(rt)
+	})
+}

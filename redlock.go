@@ -1,0 +1,222 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"time"
+)
+
+// RedLock takes the lock name on a majority of independent Redis deployments,
+// one Client each, and returns at once, as Lock does.
+//
+// Each node runs the reentrant lock's own keys and scripts; the requests go
+// out in parallel. The RedLock is held once a majority (len(clients)/2+1)
+// granted and time remains; Deadline is the time until which a majority
+// keeps the hold, never earlier than Redlock's validity (the lease from
+// before the first request, less drift). A round that cannot reach a majority
+// gives back every node (those that did not answer too) and, while the wait
+// budget lasts, tries again (each round's wait is drawn at random, so that
+// competing RedLocks that split the nodes stop splitting them); when the
+// budget is spent, or a node refuses for a reason waiting cannot fix
+// (ErrWrongKind, ErrClosed…), the RedLock ends with ErrNoQuorum wrapping the
+// last node's error. The watchdog renews on every node that
+// granted; the hold lasts while a majority confirms, and Lost closes at the
+// deadline otherwise.
+//
+// Token is monotone across holders: it is the highest token of the granting
+// majority, T, and before Acquired closes the fence counter is raised to at
+// least T on every node that answers (a majority at least), so that a later
+// majority, which shares a node with the raised ones, returns more than T.
+// The assumption: between two holds, the raised nodes that keep their data
+// still overlap every majority — with 3 nodes all raised, one node may lose
+// data (restart without persistence, failover that loses writes); more loss
+// can make tokens go backwards. See the README for what RedLock does and does
+// not protect against.
+func RedLock(ctx context.Context, clients []*Client, name string, opts ...Option) *Lock {
+	targets := make([]Target, len(clients))
+	for i, cl := range clients {
+		targets[i] = Target{Client: cl, Name: name}
+	}
+	p := &redLock{q: quorum(len(clients))}
+	c, l := newComposite(ctx, "RedLock", name, targets, opts, p)
+	if c == nil {
+		return l
+	}
+	h := fnv.New64a()
+	for _, cl := range clients {
+		h.Write([]byte(cl.cfg.ClientID))
+	}
+	p.rng = rand.New(rand.NewPCG(h.Sum64(), clients[0].nextID.Add(1)))
+	c.run(ctx)
+	return l
+}
+
+// redLock is RedLock's policy.
+type redLock struct {
+	q        int
+	rng      *rand.Rand // round jitter; seeded from the Clients
+	round    []*attempt
+	raising  bool   // a majority granted; the fence calls are out
+	floor    uint64 // T, while raising
+	raiseSeq uint64 // numbers the rounds' fence calls
+	raised   []int8 // per node: 0 no answer yet, 1 raised to floor, -1 failed
+}
+
+func (p *redLock) start(c *composite) { p.newRound(c) }
+
+// roundWait is how long each node's request of a round may wait: a tenth of
+// the lease, plus up to half as much again at random so that competing
+// RedLocks that split the nodes between them stop splitting them, and never
+// more than the wait budget left.
+func (p *redLock) roundWait(c *composite) time.Duration {
+	lease := c.o.lease
+	if lease == 0 {
+		lease = c.targets[0].Client.cfg.WatchdogTimeout
+	}
+	base := max(lease/10, 2*wheelTick)
+	w := base + time.Duration(p.rng.Int64N(int64(base/2)+1))
+	if r := c.remaining(); r > 0 {
+		w = min(w, r)
+	}
+	return w
+}
+
+func (p *redLock) newRound(c *composite) {
+	p.raising, p.round = false, p.round[:0]
+	w := p.roundWait(c)
+	for i := range c.targets {
+		p.round = append(p.round, c.enqueue(i, w))
+	}
+}
+
+func (p *redLock) granted(c *composite, _ *attempt) {
+	if p.raising {
+		return
+	}
+	var tokens []uint64
+	for _, a := range p.round {
+		if a.held && !a.over && !a.giveBack {
+			tokens = append(tokens, a.token)
+		}
+	}
+	if len(tokens) < p.q {
+		return
+	}
+	// A majority: stop asking the other nodes, and raise the fence on every
+	// node, the ones that did not grant too. Raising a counter never harms
+	// (tokens only need to grow), and the more nodes carry T, the more data
+	// loss a later majority can survive and still overlap one of them.
+	for _, a := range p.round {
+		if !a.held {
+			c.giveBack(a)
+		}
+	}
+	p.raising, p.floor = true, fenceFloor(tokens)
+	p.raiseSeq++
+	seq := p.raiseSeq
+	p.raised = make([]int8, len(c.targets))
+	for part := range c.targets {
+		if a := c.cur[part]; a != nil && a.held && a.token == p.floor {
+			// Its counter is T already (counters only grow): no call.
+			p.raised[part] = 1
+			continue
+		}
+		c.raiseFence(part, p.floor, func(c *composite, counter uint64, err error) {
+			if seq != p.raiseSeq || c.state != compPending || !p.raising {
+				return // a fence call of an earlier round
+			}
+			p.raised[part] = -1
+			if err == nil && counter >= p.floor {
+				p.raised[part] = 1
+			}
+			p.checkRaised(c)
+		})
+	}
+	// With the granting nodes' counters in step (the usual case), a
+	// majority carries T already and Acquired needs no extra round trip;
+	// the other nodes' calls still raise them, for later holders.
+	p.checkRaised(c)
+}
+
+// checkRaised makes the RedLock held once a majority of nodes hold it and a
+// majority raised their counter to T, if time remains; it fails the round
+// once either majority is out of reach.
+func (p *redLock) checkRaised(c *composite) {
+	held := c.held()
+	ok, failed := 0, 0
+	for _, r := range p.raised {
+		switch r {
+		case 1:
+			ok++
+		case -1:
+			failed++
+		}
+	}
+	switch {
+	case len(held) < p.q || failed > len(c.targets)-p.q:
+		p.roundFailed(c)
+	case ok < p.q:
+		// wait for more fence calls
+	case !c.clock.Now().Before(quorumDeadline(deadlines(held), p.q)):
+		p.roundFailed(c) // no time left
+	default:
+		p.raising = false
+		c.acquire(p.floor, []uint64{p.floor})
+	}
+}
+
+func (p *redLock) ended(c *composite, a *attempt) {
+	if p.raising {
+		p.checkRaised(c)
+		return
+	}
+	failed := 0
+	for _, a := range p.round {
+		if a.over {
+			failed++
+		}
+	}
+	if len(p.round)-failed < p.q {
+		p.roundFailed(c)
+	}
+}
+
+// roundFailed gives back every node of the round and tries again while the
+// budget lasts.
+func (p *redLock) roundFailed(c *composite) {
+	granted := 0
+	var last error
+	for _, a := range p.round {
+		if a.held && !a.over {
+			granted++
+		}
+		if a.over && a.err != nil && (last == nil || errors.Is(last, ErrWaitTimeout)) {
+			last = c.partErr(a, a.err) // prefer an error waiting cannot fix
+		}
+		c.giveBack(a)
+	}
+	p.raising = false
+	if c.budgetSpent() || (last != nil && !errors.Is(last, ErrWaitTimeout)) {
+		err := fmt.Errorf("%w: %d of %d nodes granted %q, a majority is %d", ErrNoQuorum, granted, len(c.targets), c.l.name, p.q)
+		if last != nil {
+			err = fmt.Errorf("%w (last: %w)", err, last)
+		}
+		c.fail(err)
+		return
+	}
+	p.newRound(c)
+}
+
+func (p *redLock) heldLost(c *composite, a *attempt) {
+	if n := len(c.held()); n < p.q {
+		c.fail(fmt.Errorf("holdfast: RedLock %q: %d of %d nodes still hold, a majority is %d: %w",
+			c.l.name, n, len(c.targets), p.q, c.partErr(a, a.err)))
+		return
+	}
+	c.l.deadline.Store(p.deadline(c).UnixNano())
+}
+
+func (p *redLock) deadline(c *composite) time.Time { return quorumDeadline(deadlines(c.held()), p.q) }

@@ -65,7 +65,7 @@ func (m RWMode) String() string {
 const RWWouldDeadlock = -3
 
 // RWField is the hold field of the owner field ownerField's hold in mode m:
-// "CLIENTID:OWNER:r" or "CLIENTID:OWNER:w". It names the hold in the lock
+// "CLIENTID:INSTANCE:OWNER:r" or "CLIENTID:INSTANCE:OWNER:w". It names the hold in the lock
 // hash, in its lease key and in rw_renew's arguments; a read-write Request's
 // Field is its hold field.
 func RWField(m RWMode, ownerField string) string { return ownerField + ":" + string(m) }

@@ -60,11 +60,13 @@ type Kind struct {
 	// KeepAliveKey is the key KeepAlive is called on for the lock name.
 	KeepAliveKey func(name string) string
 	// Place builds the call that gives r a place in the queue without
-	// taking the lock (required with KeepAlive); it replies as Acquire, Held
-	// once r has its place. Every local waiter takes its place when it
-	// arrives, so that the queue in Redis holds the waiters of every client
-	// in the order they asked; the head of the local queue then confirms
-	// its grant with Acquire.
+	// taking the lock; it replies as Acquire, Held once r has its place.
+	// Every local waiter takes its place when it arrives, so that the queue
+	// in Redis holds the waiters of every client in the order they asked;
+	// the head of the local queue then confirms its grant with Acquire.
+	// Nil with KeepAlive set: a waiter's place is the one its refused
+	// Acquire left (the read-write lock's writer claim), kept alive the same
+	// way.
 	Place func(env Env, r *Request) scripts.Call
 
 	// Channel is the pub/sub channel whose messages wake this client's

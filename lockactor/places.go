@@ -13,7 +13,7 @@ import "time"
 
 // placeAll sends a place call for each waiter that has none yet.
 func (m *Machine) placeAll(now time.Time) {
-	if m.kind.KeepAlive == nil || m.shutdown != nil {
+	if m.kind.Place == nil || m.shutdown != nil {
 		return
 	}
 	for _, r := range m.queue {

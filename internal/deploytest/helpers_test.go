@@ -36,16 +36,20 @@ func mustAcquire(t testing.TB, l *holdfast.Lock) {
 	}
 }
 
-func mustLose(t testing.TB, l *holdfast.Lock, want error) {
+// mustLose waits for l's Lost and checks that Err is one of want.
+func mustLose(t testing.TB, l *holdfast.Lock, want ...error) {
 	t.Helper()
 	select {
 	case <-l.Lost:
 	case <-time.After(waitFor):
 		t.Fatalf("lock %q: Lost not closed within %v", l.Name(), waitFor)
 	}
-	if !errors.Is(l.Err(), want) {
-		t.Fatalf("lock %q ended with %v, want %v", l.Name(), l.Err(), want)
+	for _, w := range want {
+		if errors.Is(l.Err(), w) {
+			return
+		}
 	}
+	t.Fatalf("lock %q ended with %v, want one of %v", l.Name(), l.Err(), want)
 }
 
 func notLost(t testing.TB, l *holdfast.Lock) {

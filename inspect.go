@@ -330,16 +330,14 @@ func ttlOf(pttl int64) time.Duration {
 
 // readFence reads name's fence: the larger of its slot's counter and the
 // per-name counter of earlier versions (see scripts/fence.lua), as the
-// scripts' fence_peek does — at least every token the name was given. The
-// two keys share the name's hash slot, so one MGET reads them.
+// scripts' fence_peek does — at least every token the name was given. Two
+// GETs, pipelined: GET is among the commands README's ACL rules grant.
 func readFence(ctx context.Context, rdb rueidis.Client, name string) (uint64, error) {
-	vals, err := rdb.Do(ctx, rdb.B().Mget().Key(scripts.FenceKeys(name)...).Build()).ToArray()
-	if err != nil {
-		return 0, err
-	}
+	keys := scripts.FenceKeys(name)
+	res := rdb.DoMulti(ctx, rdb.B().Get().Key(keys[0]).Build(), rdb.B().Get().Key(keys[1]).Build())
 	var fence uint64
-	for _, v := range vals {
-		s, err := v.ToString()
+	for _, r := range res {
+		s, err := r.ToString()
 		if rueidis.IsRedisNil(err) {
 			continue
 		}

@@ -430,7 +430,7 @@ func TestRWInspectAndForceUnlock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []holdfast.Holder{{Owner: "a:job", Count: 1, Mode: "read"}, {Owner: "a:other", Count: 1, Mode: "read"}}
+	want := []holdfast.Holder{{Owner: holdfast.Field(a, "job"), Count: 1, Mode: "read"}, {Owner: holdfast.Field(a, "other"), Count: 1, Mode: "read"}}
 	if info.Kind != holdfast.KindRW || !reflect.DeepEqual(info.Holders, want) || info.Waiters != 1 {
 		t.Fatalf("Inspect: kind %q holders %+v waiters %d, want %q %+v 1", info.Kind, info.Holders, info.Waiters, holdfast.KindRW, want)
 	}

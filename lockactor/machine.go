@@ -215,7 +215,21 @@ type Machine struct {
 	channel    string // the channel subscribed to, while sub != subNone
 	shutdown   error
 
+	// inflight lists the calls on an owner field that have not been
+	// answered yet, whoever still waits for them. An owner can be lost (its
+	// deadline passed) while its release is in flight; a fresh grant of the
+	// same field must not be sent until that release is answered, or the
+	// two could run in Redis in the other order and the old release would
+	// delete the new hold.
+	inflight []fieldCall
+
 	out []Effect
+}
+
+// fieldCall is a script call in flight on an owner field.
+type fieldCall struct {
+	op    uint64
+	field string
 }
 
 // attempt is the fresh acquire in flight for the head of the queue.
@@ -251,7 +265,8 @@ func (m *Machine) Env() Env { return m.env }
 // Idle reports whether the machine holds nothing, waits for nothing and has
 // nothing in flight, so that its actor may stop.
 func (m *Machine) Idle() bool {
-	return len(m.reqs) == 0 && len(m.owners) == 0 && m.att.req == nil && m.sub == subNone
+	return len(m.reqs) == 0 && len(m.owners) == 0 && m.att.req == nil && m.sub == subNone &&
+		len(m.inflight) == 0
 }
 
 // Step applies one input at time now and returns the effects to carry out,
@@ -287,6 +302,7 @@ func (m *Machine) step(now time.Time, msg Msg) {
 	case MsgShutdown:
 		m.close(now, msg.Err)
 	case MsgReply:
+		m.answered(msg.Op)
 		m.reply(now, msg)
 	case MsgRenewReply:
 		m.renewReply(now, msg)
@@ -347,8 +363,34 @@ func (m *Machine) id() uint64 { m.nextID++; return m.nextID }
 
 // call emits a script call answered with op; field is the owner field it
 // may grant, if any.
-func (m *Machine) call(op uint64, c scripts.Call, field string) {
+// call emits script call op; field is the owner field it may write to
+// Redis (Effect.Field) and on the owner field whose count it reads or
+// changes, tracked until the call is answered (see inflight).
+func (m *Machine) call(op uint64, c scripts.Call, field, on string) {
+	if on != "" {
+		m.inflight = append(m.inflight, fieldCall{op, on})
+	}
 	m.emit(Effect{Kind: EffCall, Op: op, Call: c, Field: field})
+}
+
+// answered drops call op from the calls in flight.
+func (m *Machine) answered(op uint64) {
+	for i, c := range m.inflight {
+		if c.op == op {
+			m.inflight = slices.Delete(m.inflight, i, i+1)
+			return
+		}
+	}
+}
+
+// fieldBusy reports whether a call on field is in flight.
+func (m *Machine) fieldBusy(field string) bool {
+	for _, c := range m.inflight {
+		if c.field == field {
+			return true
+		}
+	}
+	return false
 }
 
 // --- requests ---
@@ -517,7 +559,7 @@ func (m *Machine) tryHead(now time.Time) {
 		return
 	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
-	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field)
+	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field, r.Field)
 	m.failTryOnceBehind()
 }
 
@@ -533,12 +575,17 @@ func (m *Machine) failTryOnceBehind() {
 
 // mayAttempt applies the kind's policy to the head request r. Whatever the
 // kind, r waits while an owner of its own field has an op in Redis (an undo
-// of a grant that may have happened): a fresh attempt could cross it.
+// of a grant that may have happened, or a lost owner's release not yet
+// answered): a fresh attempt could cross it.
 func (m *Machine) mayAttempt(r *request) bool {
 	for _, o := range m.owners {
 		if o.field == r.Field {
 			return false
 		}
+	}
+	if m.fieldBusy(r.Field) {
+		// A call of a lost owner of this field is still on its way.
+		return false
 	}
 	if m.kind.MayAttempt == nil {
 		return len(m.owners) == 0

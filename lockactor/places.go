@@ -22,7 +22,7 @@ func (m *Machine) placeAll(now time.Time) {
 		}
 		r.placeOp = m.id()
 		r.ambiguous = true // from now on a place may exist for r
-		m.call(r.placeOp, m.kind.Place(m.env, &r.Request), "")
+		m.call(r.placeOp, m.kind.Place(m.env, &r.Request), "", "")
 	}
 }
 

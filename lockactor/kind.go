@@ -19,7 +19,7 @@ type Kind struct {
 	Name string
 
 	// HoldField, when set, gives the field a request of mode holds under,
-	// from its owner field (CLIENTID:OWNER): the read-write lock keeps an
+	// from its owner field (CLIENTID:INSTANCE:OWNER): the read-write lock keeps an
 	// owner's read and write holds apart. Nil: the owner field.
 	HoldField func(ownerField string, mode uint8) string
 

@@ -59,5 +59,5 @@ func fairAcquire(env Env, r *Request, expected int64, mode string) scripts.Call 
 }
 
 func fairKeys(name string) []string {
-	return []string{scripts.LockKey(name), scripts.FenceKey(name), scripts.FairQueueKey(name)}
+	return scripts.GrantKeys(name, scripts.FairQueueKey(name))
 }

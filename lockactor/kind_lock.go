@@ -17,7 +17,7 @@ var Reentrant = &Kind{
 	Acquire: func(env Env, r *Request, expected int64) scripts.Call {
 		return scripts.Call{
 			Script: scripts.AcquireScript,
-			Keys:   []string{scripts.LockKey(env.Name), scripts.FenceKey(env.Name), scripts.FairQueueKey(env.Name)},
+			Keys:   scripts.GrantKeys(env.Name, scripts.FairQueueKey(env.Name)),
 			Args:   []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)},
 		}
 	},
@@ -27,7 +27,7 @@ var Reentrant = &Kind{
 	Handoff: func(env Env, from string, to *Request) scripts.Call {
 		return scripts.Call{
 			Script: scripts.HandoffScript,
-			Keys:   []string{scripts.LockKey(env.Name), scripts.FenceKey(env.Name)},
+			Keys:   scripts.GrantKeys(env.Name),
 			Args:   []string{from, to.Field, scripts.Millis(to.Lease)},
 		}
 	},

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -453,6 +452,19 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 	}
 }
 
+// giveUp ends pending request r with err at once, even while an acquire of
+// its is in flight: the wait budget bounds the whole attempt, not just the
+// part before a call that may take CallTimeout to fail. The call is settled
+// in the background when its reply lands, as for any request that gave up
+// with its acquire in flight (r.ending): a grant it made is undone.
+func (m *Machine) giveUp(now time.Time, r *request, err error) {
+	m.end(now, r, err)
+	if r.ending {
+		m.removeWaiting(r)
+		m.finish(r, err)
+	}
+}
+
 func (m *Machine) release(now time.Time, id ReqID) {
 	r := m.req(id)
 	if r == nil {
@@ -681,7 +693,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 	r, sent, woke, handoff := m.att.req, m.att.sent, m.att.woke, m.att.handoff
 	m.att = attempt{op: m.att.op}
 	switch msg.Fault {
-	case Ambiguous, Transient:
+	case Ambiguous, Transient, Demoted:
 		if msg.Fault == Ambiguous {
 			r.ambiguous = true
 		}
@@ -810,8 +822,7 @@ func (m *Machine) subscribe(r *request) {
 	if m.sub != subNone {
 		return
 	}
-	clientID, _, _ := strings.Cut(r.Field, ":")
-	m.sub, m.channel = subPending, m.kind.Channel(m.env.Name, clientID)
+	m.sub, m.channel = subPending, m.kind.Channel(m.env.Name, scripts.ClientOfField(r.Field))
 	m.emit(Effect{Kind: EffSubscribe, Channel: m.channel})
 }
 

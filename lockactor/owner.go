@@ -219,7 +219,7 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResu
 	r := o.op.req
 	o.op.kind, o.op.req = opNone, nil
 	switch msg.Fault {
-	case Transient:
+	case Transient, Demoted:
 		if r.ending {
 			m.finish(r, r.endErr)
 			m.nextOp(now, o)

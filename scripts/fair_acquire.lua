@@ -1,9 +1,10 @@
 -- fair_acquire: take, confirm, re-enter or queue for the fair lock.
 --
 -- KEYS[1]  lock hash      holdfast:{NAME}
--- KEYS[2]  fence counter  holdfast:{NAME}:fence
--- KEYS[3]  queue          holdfast:{NAME}:q
--- ARGV[1]  owner field    CLIENTID:OWNER
+-- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[3]                 old per-name counter (see fence.lua)
+-- KEYS[4]  queue          holdfast:{NAME}:q
+-- ARGV[1]  owner field    CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
 -- ARGV[4]  WaiterTimeout in milliseconds
@@ -29,7 +30,7 @@
 -- lease: its validity is dated from this call. Repeating a call that ran
 -- answers the same (count is expected + 1), so timeouts are settled by
 -- repeating.
-local H, F, Q = KEYS[1], KEYS[2], KEYS[3]
+local H, F, L, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local field, lease, expected = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local wt, mode, chprefix = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 
@@ -43,12 +44,12 @@ if v then count = tonumber(v) end
 if expected > 0 then
   if count == expected + 1 then
     extend(H, lease)
-    return {1, count, tonumber(redis.call('get', F) or '0')}
+    return {1, count, fence_peek(F, L)}
   end
   if count ~= expected then return {-1, math.max(count, 0)} end
   count = redis.call('hincrby', H, field, 1)
   extend(H, lease)
-  return {1, count, tonumber(redis.call('get', F) or '0')}
+  return {1, count, fence_peek(F, L)}
 end
 
 if mode == 'place' then
@@ -79,12 +80,12 @@ end
 if count == 1 then
   -- A repeat of a grant that already ran.
   extend(H, lease)
-  return {1, 1, tonumber(redis.call('get', F) or '0')}
+  return {1, 1, fence_peek(F, L)}
 end
 if count > 1 then return {-1, count} end
 if count == 0 then
   -- Granted by a release: confirm.
-  return take(H, F, field, lease)
+  return take(H, F, L, field, lease)
 end
 
 local now = now_ms()
@@ -92,11 +93,11 @@ if redis.call('exists', H) == 0 and redis.call('exists', Q) == 1 then
   -- Free with waiters queued: their turn (the head's holder or grantee
   -- expired). The head may be this very owner.
   if grant_next(H, Q, now, wt, chprefix) == field then
-    return take(H, F, field, lease)
+    return take(H, F, L, field, lease)
   end
 end
 if redis.call('exists', H) == 0 and redis.call('exists', Q) == 0 then
-  return take(H, F, field, lease)
+  return take(H, F, L, field, lease)
 end
 
 local sleep = redis.call('pttl', H)

@@ -3,7 +3,8 @@
 -- process costs one round trip and wakes nobody else.
 --
 -- KEYS[1]  lock hash      holdfast:{NAME}
--- KEYS[2]  fence counter  holdfast:{NAME}:fence
+-- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[3]                 old per-name counter (see fence.lua)
 -- ARGV[1]  releasing owner field; the caller believes it holds count 1
 -- ARGV[2]  acquiring owner field; the caller believes it holds nothing
 -- ARGV[3]  lease of the acquiring owner in milliseconds
@@ -40,4 +41,4 @@ if redis.call('exists', KEYS[1]) == 1 then
 end
 redis.call('hset', KEYS[1], ARGV[2], 1)
 redis.call('pexpire', KEYS[1], tonumber(ARGV[3]))
-return {left, 1, 1, redis.call('incr', KEYS[2])}
+return {left, 1, 1, fence_take(KEYS[2], KEYS[3])}

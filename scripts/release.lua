@@ -1,7 +1,7 @@
 -- release: give back one reentry of an owner's hold, or all of it.
 --
 -- KEYS[1]  lock hash  holdfast:{NAME}
--- ARGV[1]  owner field  CLIENTID:OWNER
+-- ARGV[1]  owner field  CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  the count the caller believes the owner holds before this release;
 --          0 removes the owner's field whatever its count (abandon)
 -- ARGV[3]  the lock's pub/sub channel, told when the lock becomes free

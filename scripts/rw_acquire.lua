@@ -4,13 +4,14 @@
 -- KEYS[1]  lease key      holdfast:{NAME}:rw:HOLDFIELD, this hold's own lease
 -- KEYS[2]  lock hash      holdfast:{NAME}
 --          field kind            -> "rw" (marks the name as a read-write lock)
---          field CLIENTID:OWNER:r -> reentry count of the owner's read hold
---          field CLIENTID:OWNER:w -> reentry count of the owner's write hold
---          field CLIENTID:OWNER:c -> a waiting writer's claim (value 1)
+--          field CLIENTID:INSTANCE:OWNER:r -> reentry count of the owner's read hold
+--          field CLIENTID:INSTANCE:OWNER:w -> reentry count of the owner's write hold
+--          field CLIENTID:INSTANCE:OWNER:c -> a waiting writer's claim (value 1)
 --          PEXPIRE = the longest remaining lease among the fields' lease keys
--- KEYS[3]  fence counter  holdfast:{NAME}:fence  INCR on every fresh grant
--- KEYS[4]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
--- ARGV[1]  hold field     CLIENTID:OWNER:r (read) or CLIENTID:OWNER:w (write)
+-- KEYS[3]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[4]                 old per-name counter (see fence.lua)
+-- KEYS[5]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
+-- ARGV[1]  hold field     CLIENTID:INSTANCE:OWNER:r (read) or CLIENTID:INSTANCE:OWNER:w (write)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds in this mode (0 = fresh)
 -- ARGV[4]  claim lease in milliseconds (the client's WaiterTimeout); 0 makes a
@@ -56,11 +57,11 @@ end
 
 -- FENCE: the one place this script takes a fencing token.
 local function take_token()
-  return redis.call('incr', KEYS[3])
+  return fence_take(KEYS[3], KEYS[4])
 end
 
 local kind = redis.call('hget', key, 'kind')
-if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[4]) == 1 then
+if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[5]) == 1 then
   return {-2}
 end
 

@@ -78,7 +78,7 @@ func TestReplicationLogReplays(t *testing.T) {
 	now := t0
 	clock := func() time.Time { return now }
 	primary, replica := NewNode(clock), NewNode(clock)
-	keys := []string{scripts.LockKey("r"), scripts.FenceKey("r"), scripts.FairQueueKey("r")}
+	keys := scripts.GrantKeys("r", scripts.FairQueueKey("r"))
 	primary.Eval(scripts.Acquire, keys, []string{"c:a", "5000", "0"})
 	primary.Eval(scripts.Acquire, keys, []string{"c:a", "5000", "1"})
 	primary.Do("SET", "plain", "1", "PX", "9000")
@@ -112,7 +112,7 @@ func drawOp(t *rapid.T) op {
 	expected := strconv.Itoa(rapid.IntRange(0, 3).Draw(t, "expected"))
 	switch rapid.IntRange(0, 13).Draw(t, "kind") {
 	case 0, 1, 2:
-		return op{"acquire", scripts.Acquire, []string{lock, fence, scripts.FairQueueKey(name)}, []string{field, lease, expected}}
+		return op{"acquire", scripts.Acquire, scripts.GrantKeys(name, scripts.FairQueueKey(name)), []string{field, lease, expected}}
 	case 3, 4:
 		return op{"release", scripts.Release, []string{lock}, []string{field, expected, ch}}
 	case 5:

@@ -204,6 +204,18 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 	}
 	reqs := map[string]*fairReq{}
 	var order []*fairReq
+	// failed holds the times each client's calls on the name failed: a
+	// waiter whose place call was lost reached Redis only when it was
+	// repeated, and FIFO is the order in which requests reached Redis.
+	failed := map[string][]time.Time{}
+	failedWithin := func(client string, from, to time.Time) bool {
+		for _, at := range failed[client] {
+			if !at.Before(from) && !at.After(to) {
+				return true
+			}
+		}
+		return false
+	}
 	for _, e := range f.w.History() {
 		if e.Name != "f" {
 			continue
@@ -222,6 +234,8 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 			if r := reqs[key]; r != nil {
 				r.ended = e.At
 			}
+		case sim.CallFailed:
+			failed[e.Client] = append(failed[e.Client], e.At)
 		}
 	}
 	for j, b := range order {
@@ -230,7 +244,7 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 		}
 		for _, a := range order[:j] {
 			if !a.enqueued.Before(b.enqueued) || f.cutWithin(a.clientIdx, a.enqueued, b.granted) ||
-				f.failedBetween(a.enqueued, b.granted) {
+				f.failedBetween(a.enqueued, b.granted) || failedWithin(a.client, a.enqueued, b.granted) {
 				continue
 			}
 			waiting := (a.granted.IsZero() || a.granted.After(b.granted)) && (a.ended.IsZero() || a.ended.After(b.granted))

@@ -515,6 +515,20 @@ func (m *Machine) answerRelease(r *request, err error) {
 func (m *Machine) removeWaiting(r *request) {
 	for i, q := range m.queue {
 		if q == r {
+			if m.queues(r) {
+				// A place in Redis belongs to the owner field: a later
+				// request of the same field keeps it (undoFor), so it takes
+				// r's turn here too, and the local order stays the order of
+				// the places (the head is the one that confirms a grant).
+				for j := i + 1; j < len(m.queue); j++ {
+					if s := m.queue[j]; s.Field == r.Field && s.state == statePending && !s.ending {
+						copy(m.queue[i+1:j+1], m.queue[i:j])
+						m.queue[i] = s
+						m.queue = append(m.queue[:i+1], m.queue[i+2:]...)
+						return
+					}
+				}
+			}
 			m.queue = append(m.queue[:i], m.queue[i+1:]...)
 			return
 		}
@@ -779,6 +793,12 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		sleep := res.PTTL
 		if sleep <= 0 {
 			sleep = m.cfg.NoTTLRetry
+		}
+		if m.queues(r) && m.cfg.WaiterTimeout > 0 {
+			// Redis may grant r while it sleeps and the grant's message may
+			// be lost: r must look again before an unconfirmed grant passes
+			// on (WaiterTimeout).
+			sleep = min(sleep, m.cfg.WaiterTimeout/3)
 		}
 		m.blockFor(now, sleep)
 	case Refused:

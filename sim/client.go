@@ -263,6 +263,10 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 				}
 				msg.Reply = vals
 			}
+			if msg.Fault != lockactor.NoFault {
+				w.history = append(w.history, Event{Kind: CallFailed, At: w.now, Client: c.id, Name: name,
+					Err: msg.Err, Generation: w.generation})
+			}
 			c.deliverTo(m, msg)
 		})
 	case lockactor.EffRenew:

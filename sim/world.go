@@ -386,6 +386,10 @@ const (
 	Releasing           // the holder gave the lock up (Release, or its context ended)
 	Lost
 	Enqueued // the Lock call reached its client's machine
+	// CallFailed: a script call of the client on the name got no answer
+	// (lost, timed out) or an error; what it carried may not have reached
+	// Redis. Req is 0: a call may serve several requests.
+	CallFailed
 )
 
 // Event is one entry of the World's history: a grant or the end of a Lock.

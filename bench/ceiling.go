@@ -41,7 +41,7 @@ func runCeiling(e *env) error {
 		// The keys get independent random numbers; the script needs no
 		// relation between them, and each is fresh, so the call is a grant.
 		return benchmark(host, port, "-c", "50", "-P", "16", "-n", strconv.Itoa(n), "-r", "100000000",
-			"EVALSHA", sha, "3", scripts.LockKey(ceilingName), scripts.FenceKey(ceilingName), scripts.FairQueueKey(ceilingName),
+			"EVALSHA", sha, "4", scripts.LockKey(ceilingName), scripts.FenceKey(ceilingName), scripts.FairQueueKey(ceilingName), scripts.WaitKey(ceilingName),
 			"bench:ceiling", "30000", "0")
 	}
 	var runErr error

@@ -96,6 +96,9 @@ type Kind struct {
 type Env struct {
 	Name string
 	Cfg  *Config
+	// Waiters: this client has requests queued on the name, which listen
+	// for the announcement of a release (set for Release calls).
+	Waiters bool
 }
 
 // Hold is one owner field's hold on the name, as MayAttempt sees it.

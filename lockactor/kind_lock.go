@@ -17,7 +17,7 @@ var Reentrant = &Kind{
 	Acquire: func(env Env, r *Request, expected int64) scripts.Call {
 		return scripts.Call{
 			Script: scripts.AcquireScript,
-			Keys:   []string{scripts.LockKey(env.Name), scripts.FenceKey(env.Name), scripts.FairQueueKey(env.Name)},
+			Keys:   []string{scripts.LockKey(env.Name), scripts.FenceKey(env.Name), scripts.FairQueueKey(env.Name), scripts.WaitKey(env.Name)},
 			Args:   []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)},
 		}
 	},
@@ -27,7 +27,7 @@ var Reentrant = &Kind{
 	Handoff: func(env Env, from string, to *Request) scripts.Call {
 		return scripts.Call{
 			Script: scripts.HandoffScript,
-			Keys:   []string{scripts.LockKey(env.Name), scripts.FenceKey(env.Name)},
+			Keys:   []string{scripts.LockKey(env.Name), scripts.FenceKey(env.Name), scripts.FairQueueKey(env.Name), scripts.WaitKey(env.Name)},
 			Args:   []string{from, to.Field, scripts.Millis(to.Lease)},
 		}
 	},
@@ -42,8 +42,8 @@ var Reentrant = &Kind{
 func lockRelease(env Env, field string, expected int64) scripts.Call {
 	return scripts.Call{
 		Script: scripts.ReleaseScript,
-		Keys:   []string{scripts.LockKey(env.Name)},
-		Args:   []string{field, strconv.FormatInt(expected, 10), scripts.Channel(env.Name)},
+		Keys:   []string{scripts.LockKey(env.Name), scripts.WaitKey(env.Name)},
+		Args:   []string{field, strconv.FormatInt(expected, 10), scripts.Channel(env.Name), flag(env.Waiters)},
 	}
 }
 
@@ -94,4 +94,12 @@ func decodeInt(vals []int64) (int64, error) {
 		return 0, errMalformedReply
 	}
 	return vals[0], nil
+}
+
+// flag renders a boolean script argument.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -124,7 +124,7 @@ func (m *Machine) startRelease(now time.Time, o *owner, r *request, expected int
 		// This release ends the hold: stop renewing it.
 		m.stopRenewal(o)
 	}
-	m.call(o.op.id, m.kind.Release(m.env, o.field, expected), "")
+	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, expected), "")
 }
 
 // handoffTo returns the local waiter that owner o's final release may hand
@@ -194,7 +194,7 @@ func (m *Machine) repeatOp(o *owner) {
 		m.call(o.op.id, m.kind.Acquire(m.env, &o.op.req.Request, o.op.expected), o.field)
 		return
 	}
-	m.call(o.op.id, m.kind.Release(m.env, o.field, o.op.expected), "")
+	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, o.op.expected), "")
 }
 
 // undo removes a grant that may have happened for field, in the background.
@@ -397,4 +397,13 @@ func (m *Machine) stopRenewal(o *owner) {
 		o.watchdog = false
 		m.cancelTimer(TimerRenew, o.gen)
 	}
+}
+
+// releaseEnv is the Env of a release call: it says whether this client's
+// own requests wait on the name, so that the release is announced to them
+// even when no other process marked itself waiting.
+func (m *Machine) releaseEnv() Env {
+	env := m.env
+	env.Waiters = len(m.queue) > 0
+	return env
 }

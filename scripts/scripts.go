@@ -10,6 +10,8 @@
 //	holdfast:{NAME}        hash, field CLIENTID:OWNER -> reentry count, PEXPIRE = lease
 //	holdfast:{NAME}:fence  fencing counter, INCR on every fresh grant, no TTL
 //	holdfast:{NAME}:ch     pub/sub channel, told "released" when the lock becomes free
+//	                       and someone waits (see WaitKey)
+//	holdfast:{NAME}:w      waiter mark, set by a refused acquire, PEXPIRE = the sleep it covers
 //
 // Kinds other than the reentrant lock add their own keys (see each kind's
 // scripts) and mark the lock hash with a field "kind" naming the kind; owner
@@ -153,6 +155,12 @@ func LockKey(name string) string { return "holdfast:{" + name + "}" }
 
 // FenceKey is the Redis key of the fencing counter of name.
 func FenceKey(name string) string { return "holdfast:{" + name + "}:fence" }
+
+// WaitKey is the waiter mark of name: acquire.lua sets it, with a TTL that
+// outlives the refused waiter's sleep, and release.lua announces a release
+// on Channel(name) only while it lives (or the releasing client has waiters
+// of its own), so a lock nobody waits for is released without a PUBLISH.
+func WaitKey(name string) string { return "holdfast:{" + name + "}:w" }
 
 // FairQueueKey is the hash of the fair lock's waiters (see fair_common.lua).
 // The reentrant acquire checks it, so it is part of the shared layout.

@@ -177,11 +177,7 @@ func (a *lockActor) apply(e lockactor.Effect) {
 		if e.Field != "" {
 			a.fields.set(e.Field, struct{}{})
 		}
-		op, c := e.Op, e.Call
-		s.call(func(ctx context.Context) {
-			vals, err := s.cfg.Redis.Call(ctx, c)
-			a.reply(lockactor.Msg{Kind: lockactor.MsgReply, Op: op, Reply: vals, Err: err, Fault: s.cfg.Redis.Classify(err)})
-		})
+		s.callScript(a, e.Op, e.Call)
 	case lockactor.EffRenew:
 		op := e.Op
 		s.cfg.Renewer.Add(renewal.Item{Script: e.Script, Key: e.Key, Field: e.Field, Lease: e.Lease,

@@ -237,7 +237,7 @@ func New(name string, cfg Config) *Machine {
 		kind:    Reentrant,
 		backoff: cfg.Backoff,
 	}
-	m.env = Env{Name: name, Cfg: &m.cfg}
+	m.env = Env{Name: name, Cfg: &m.cfg, keys: newLockKeys(name)}
 	return m
 }
 

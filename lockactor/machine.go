@@ -151,6 +151,9 @@ type owner struct {
 	deadline time.Time
 	held     []*request // requests holding the lock through this owner
 	waiting  []*request // reentries and releases waiting for the op slot, in order
+	// heldBuf and waitBuf back held and waiting while they hold one request
+	// (the common case), so an owner's first hold and release allocate nothing.
+	heldBuf, waitBuf [1]*request
 
 	op        opSlot
 	undoUntil time.Time // undo owners: a possible grant has expired by then

@@ -17,6 +17,7 @@ func (m *Machine) newOwner(field string, count int64, token uint64) *owner {
 	}
 	o := &owner{gen: m.id(), field: field, count: count, token: token, current: true}
 	o.op.backoff = m.cfg.Backoff
+	o.held, o.waiting = o.heldBuf[:0], o.waitBuf[:0]
 	m.owners = append(m.owners, o)
 	return o
 }

@@ -54,7 +54,9 @@ func aclClient(t *testing.T, srv *redistest.Server, user, rules string) rueidis.
 // the pub/sub wake-up — runs as a user with exactly the documented rights.
 func TestCorePathWithExactlyTheACLRules(t *testing.T) {
 	srv := redistest.Start(t)
-	const lease = 300 * time.Millisecond
+	// Long enough for a loaded test machine: the watchdog renews at
+	// lease/3, and the test waits two leases.
+	const lease = time.Second
 	newACLClient := func() *holdfast.Client {
 		c, err := holdfast.New(holdfast.Config{Redis: aclClient(t, srv, "holdfast", aclRules), WatchdogTimeout: lease})
 		if err != nil {
@@ -123,6 +125,21 @@ func TestCorePathWithExactlyTheACLRules(t *testing.T) {
 	}
 	mustAcquire(t, fairWaiter)
 	if err := fairWaiter.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The read-write lock: readers share, a writer waits for them.
+	r1, r2 := a.ReadLock(context.Background(), "acl-rw"), b.ReadLock(context.Background(), "acl-rw")
+	mustAcquire(t, r1)
+	mustAcquire(t, r2)
+	writer := a.WriteLock(context.Background(), "acl-rw")
+	for _, r := range []*holdfast.Lock{r1, r2} {
+		if err := r.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustAcquire(t, writer)
+	if err := writer.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	noLockKeys(t, srv)

@@ -211,7 +211,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.SyncReplicas == 0 {
 		// Without WAIT, the calls of many slots share per-node pipelines.
-		rcfg.ExecMulti = rue.RenewMulti
+		rcfg.ExecMulti = redis.RenewMulti(rue.RenewMulti)
 	}
 	renew := renewal.New(rcfg)
 	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})

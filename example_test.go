@@ -237,3 +237,34 @@ func ExampleClient_FairLock() {
 	// second granted after the release, token above the first: true
 	// Lock on a fair lock's name: true
 }
+
+// Readers share a read-write lock; a writer waits until they are gone and
+// then holds it alone.
+func ExampleClient_ReadLock() {
+	c, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+
+	r1 := c.ReadLock(ctx, "catalog")
+	r2 := c.ReadLock(ctx, "catalog")
+	r1.Wait(ctx)
+	r2.Wait(ctx)
+	fmt.Println("two readers hold it")
+
+	w := c.WriteLock(ctx, "catalog")
+	select {
+	case <-w.Acquired:
+		fmt.Println("writer granted beside readers")
+	case <-time.After(50 * time.Millisecond):
+		fmt.Println("writer waits for the readers")
+	}
+	r1.Release(ctx)
+	r2.Release(ctx)
+	w.Wait(ctx)
+	fmt.Println("writer holds it alone")
+	w.Release(ctx)
+	// Output:
+	// two readers hold it
+	// writer waits for the readers
+	// writer holds it alone
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/redis/rueidis"
 
@@ -32,6 +33,7 @@ type Redis interface {
 type Rueidis struct {
 	client rueidis.Client
 	lua    map[*scripts.Script]*rueidis.Lua
+	shas   sync.Map // *scripts.Script -> SHA1 of its source (RenewMulti, Synced)
 }
 
 // NewRueidis returns the scripts bound to client. On a cluster it runs

@@ -2,6 +2,8 @@ package actor
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 
 	"github.com/redis/rueidis"
@@ -16,39 +18,60 @@ import (
 func (r *Rueidis) RenewMulti(ctx context.Context, calls []scripts.Call) ([][]bool, []error) {
 	out := make([][]bool, len(calls))
 	errs := make([]error, len(calls))
-	// rueidis runs the calls of one Lua together; group them by script.
-	byScript := map[*scripts.Script][]int{}
+	cmds := make(rueidis.Commands, 0, len(calls))
+	idx := make([]int, 0, len(calls))
 	for i, c := range calls {
-		byScript[c.Script] = append(byScript[c.Script], i)
-	}
-	for script, idx := range byScript {
-		lua := r.lua[script]
-		if lua == nil {
-			for _, i := range idx {
-				errs[i] = errors.New("holdfast: renew script not registered with scripts.NewScript")
-			}
+		if r.lua[c.Script] == nil {
+			errs[i] = errors.New("holdfast: renew script not registered with scripts.NewScript")
 			continue
 		}
-		execs := make([]rueidis.LuaExec, len(idx))
-		for j, i := range idx {
-			execs[j] = rueidis.LuaExec{Keys: calls[i].Keys, Args: calls[i].Args}
+		cmds = append(cmds, r.evalsha(c))
+		idx = append(idx, i)
+	}
+	res := r.client.DoMulti(ctx, cmds...)
+	var again rueidis.Commands
+	var againIdx []int
+	for j, i := range idx {
+		if rerr, ok := rueidis.IsRedisErr(res[j].Error()); ok && rerr.IsNoScript() {
+			c := calls[i]
+			again = append(again, r.client.B().Eval().Script(r.source(c.Script)).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build())
+			againIdx = append(againIdx, i)
+			continue
 		}
-		res := lua.ExecMulti(ctx, r.client, execs...)
-		for j, i := range idx {
-			if j >= len(res) {
-				errs[i] = errors.New("holdfast: renew pipeline answered fewer calls than sent")
-				continue
-			}
-			vals, err := res[j].AsIntSlice()
-			if err != nil {
-				errs[i] = err
-				continue
-			}
-			out[i] = make([]bool, len(vals))
-			for k, v := range vals {
-				out[i][k] = v == 1
-			}
+		out[i], errs[i] = bools(res[j])
+	}
+	if len(again) > 0 {
+		for j, rr := range r.client.DoMulti(ctx, again...) {
+			out[againIdx[j]], errs[againIdx[j]] = bools(rr)
 		}
 	}
 	return out, errs
+}
+
+// evalsha builds the EVALSHA of c.
+func (r *Rueidis) evalsha(c scripts.Call) rueidis.Completed {
+	return r.client.B().Evalsha().Sha1(r.sha1(c.Script)).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+}
+
+func bools(res rueidis.RedisResult) ([]bool, error) {
+	vals, err := res.AsIntSlice()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]bool, len(vals))
+	for k, v := range vals {
+		out[k] = v == 1
+	}
+	return out, nil
+}
+
+// sha1 is the SHA1 of the source r runs for script: what EVALSHA names.
+func (r *Rueidis) sha1(script *scripts.Script) string {
+	if v, ok := r.shas.Load(script); ok {
+		return v.(string)
+	}
+	sum := sha1.Sum([]byte(r.source(script)))
+	h := hex.EncodeToString(sum[:])
+	r.shas.Store(script, h)
+	return h
 }

@@ -2,11 +2,8 @@ package actor
 
 import (
 	"context"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -26,22 +23,20 @@ import (
 // with an error wrapping ErrReplicaSync that Classify calls
 // lockactor.Unsynced: the kernel undoes a grant so answered and ends its
 // request with that error, and takes any other reply as it is. A renewal
-// with too few acks is a failed renewal (Transient): the hold keeps its old
+// batch with too few acks fails with that error (through Call or Renew
+// alike): the kernel counts it a failed renewal, the hold keeps its old
 // deadline, the watchdog retries, and the hold is Lost at its deadline if
 // no renewal syncs.
 type Synced struct {
 	*Rueidis
 	replicas int64
 	timeout  time.Duration
-
-	mu   sync.Mutex
-	shas map[*scripts.Script]string
 }
 
 // NewSynced wraps r so every call waits for replicas acks, each WAIT
 // bounded by timeout.
 func NewSynced(r *Rueidis, replicas int, timeout time.Duration) *Synced {
-	return &Synced{Rueidis: r, replicas: int64(replicas), timeout: timeout, shas: make(map[*scripts.Script]string)}
+	return &Synced{Rueidis: r, replicas: int64(replicas), timeout: timeout}
 }
 
 // ErrReplicaSync is wrapped by the errors of calls too few replicas
@@ -49,14 +44,10 @@ func NewSynced(r *Rueidis, replicas int, timeout time.Duration) *Synced {
 var ErrReplicaSync = lockactor.ErrReplicaSync
 
 // errUnsynced marks a script call that ran but was not acknowledged by
-// enough replicas (Unsynced); errRenewUnsynced a renewal batch (Transient).
-type (
-	errUnsynced      struct{ error }
-	errRenewUnsynced struct{ error }
-)
+// enough replicas (Unsynced).
+type errUnsynced struct{ error }
 
-func (e errUnsynced) Unwrap() error      { return e.error }
-func (e errRenewUnsynced) Unwrap() error { return e.error }
+func (e errUnsynced) Unwrap() error { return e.error }
 
 // Call implements Redis: the script and WAIT on one connection.
 func (s *Synced) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
@@ -85,7 +76,7 @@ func (s *Synced) Renew(ctx context.Context, script *scripts.Script, keys, args [
 		return nil, err
 	}
 	if acks < s.replicas {
-		return nil, errRenewUnsynced{s.shortErr(acks, script.Name)}
+		return nil, errUnsynced{s.shortErr(acks, script.Name)}
 	}
 	vals, err := ints(reply)
 	if err != nil {
@@ -106,12 +97,8 @@ func (s *Synced) shortErr(acks int64, script string) error {
 // Classify implements Redis.
 func (s *Synced) Classify(err error) lockactor.Fault {
 	var u errUnsynced
-	var ru errRenewUnsynced
-	switch {
-	case errors.As(err, &u):
+	if errors.As(err, &u) {
 		return lockactor.Unsynced
-	case errors.As(err, &ru):
-		return lockactor.Transient
 	}
 	return s.Rueidis.Classify(err)
 }
@@ -124,7 +111,7 @@ func (s *Synced) execWait(ctx context.Context, c scripts.Call) (rueidis.RedisMes
 	src := s.source(c.Script)
 	wait := rc.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
 	res := rc.DoMulti(ctx,
-		rc.B().Evalsha().Sha1(s.sha(c.Script, src)).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build(),
+		s.evalsha(c),
 		wait)
 	if rerr, ok := rueidis.IsRedisErr(res[0].Error()); ok && rerr.IsNoScript() {
 		wait = rc.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
@@ -143,17 +130,4 @@ func (s *Synced) execWait(ctx context.Context, c scripts.Call) (rueidis.RedisMes
 		return reply, 0, fmt.Errorf("holdfast: WAIT after a script call: %v", err)
 	}
 	return reply, acks, nil
-}
-
-// sha is the SHA1 of src, the source of script, computed once.
-func (s *Synced) sha(script *scripts.Script, src string) string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	h, ok := s.shas[script]
-	if !ok {
-		sum := sha1.Sum([]byte(src))
-		h = hex.EncodeToString(sum[:])
-		s.shas[script] = h
-	}
-	return h
 }

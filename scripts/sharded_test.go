@@ -9,7 +9,9 @@ import (
 // Sharded rewrites, and its sharded variant publishes only with SPUBLISH.
 func TestShardedVariants(t *testing.T) {
 	publishing := 0
-	for _, s := range All() {
+	tools := []*Script{{Name: "force_unlock", Src: ForceUnlock}, {Name: "fair_force_unlock", Src: FairForceUnlock},
+		{Name: "rw_force_unlock", Src: RWForceUnlock}}
+	for _, s := range append(All(), tools...) {
 		lower := strings.ToLower(s.Src)
 		n := strings.Count(lower, "'publish'") + strings.Count(lower, "\"publish\"")
 		if n != strings.Count(s.Src, publishCall) {

@@ -23,5 +23,7 @@ fi
 
 go vet ./...
 go test -race -count=1 "$@" ./...
-# The simulator's property tests once more, with ten times the default runs.
-go test -count=1 -run TestLockProperties -rapid.checks=1000 "$@" .
+# The simulator's property test once more: 10,000 schedules (a hundred times
+# rapid's default; about a minute on two cores, docs/simulation.md), after
+# the committed fail files under testdata/rapid/ that every run replays first.
+go test -count=1 -run '^TestLockProperties$' -rapid.checks=10000 "$@" .

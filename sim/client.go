@@ -73,7 +73,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 	c := &Client{w: w, id: cfg.ID, drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
 		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow, WaiterTimeout: cfg.WaiterTimeout}}
 	pub, err := clientkit.NewClient(holdfast.Config{
-		Clock:           w.mock,
+		Clock:           w.clock,
 		WatchdogTimeout: cfg.WatchdogTimeout,
 		ClientID:        cfg.ID,
 		CallTimeout:     w.cfg.CallTimeout,
@@ -153,9 +153,14 @@ func (r ref) Send(kind lockactor.MsgKind, err error) {
 // (Wait, Release) made on the goroutine that drives the World runs the World
 // until one of done is closed, ctx ends, nothing is left to happen, or an
 // hour of virtual time has passed (a lock held elsewhere by a live watchdog
-// would otherwise keep it running forever).
+// would otherwise keep it running forever). A paused client whose code
+// makes such a call is running again: the pause ends first (else the call
+// would wait for a Resume nobody is left to make).
 func (r ref) Drive(ctx context.Context, done ...<-chan struct{}) {
 	w := r.c.w
+	if r.c.paused {
+		w.Resume(r.c.public)
+	}
 	limit := w.now.Add(time.Hour)
 	for w.now.Before(limit) {
 		for _, ch := range done {
@@ -186,8 +191,10 @@ func (c *Client) names() []string {
 func (c *Client) Actors() int { return len(c.machines) }
 
 // Close implements clientkit.Engine: it shuts every machine down and runs
-// the World until they are idle (at most a few call timeouts of virtual
-// time), so it must be called from the goroutine that drives the World.
+// the World until they are idle (at most a minute of virtual time: a
+// cleanup release that failed waits up to the machine's longest backoff,
+// a second, before it tries again), so it must be called from the goroutine
+// that drives the World.
 func (c *Client) Close(ctx context.Context) error {
 	if c.closed {
 		return nil
@@ -197,7 +204,7 @@ func (c *Client) Close(ctx context.Context) error {
 	for _, name := range c.names() {
 		c.deliver(name, lockactor.Msg{Kind: lockactor.MsgShutdown, Err: lockactor.ErrClosed})
 	}
-	limit := c.w.now.Add(4 * c.w.cfg.CallTimeout)
+	limit := c.w.now.Add(time.Minute)
 	for len(c.machines) > 0 && c.w.now.Before(limit) && c.w.Step() {
 	}
 	if len(c.machines) > 0 {

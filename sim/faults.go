@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/scripts"
@@ -36,6 +38,7 @@ func (w *World) Failover() (lost bool) {
 	}
 	if lost {
 		w.generation++
+		w.disrupted("")
 	}
 	w.epoch++
 	w.reconnectAll()
@@ -54,6 +57,7 @@ func (w *World) RestartPrimary() {
 		}
 	}
 	w.generation++
+	w.disrupted("")
 	w.epoch++
 	w.reconnectAll()
 }
@@ -74,6 +78,26 @@ func (w *World) Revive() {
 func (w *World) Steal(name string) {
 	w.nodes[w.primary].Do("DEL", scripts.LockKey(name))
 	w.replicate()
+	w.disrupted(name)
+}
+
+// Disruption is a fault that can end a hold behind its holder's back: a
+// data roll-back (which can end any hold) or the theft of one lock's key.
+// Holdfast promises exclusion only between holds granted on the same side of
+// every disruption; a checker exempts a pair of overlapping holds only when
+// one lies between their grants.
+type Disruption struct {
+	At   time.Time
+	Name string // the stolen lock's name; "" for a roll-back
+	// Generation is the data generation after the disruption.
+	Generation int
+}
+
+// Disruptions returns every roll-back and key theft so far, in order.
+func (w *World) Disruptions() []Disruption { return w.disruptions }
+
+func (w *World) disrupted(name string) {
+	w.disruptions = append(w.disruptions, Disruption{At: w.now, Name: name, Generation: w.generation})
 }
 
 // Partition cuts client c off from every node (requests, replies and

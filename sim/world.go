@@ -67,10 +67,14 @@ type World struct {
 	nodes   []*node
 	primary int
 	clients []*Client
-	mock    *clock.Mock
+	clock   *worldClock
 	calls   map[uint64]*call
 	history []Event
 	tokens  map[holdRef]uint64 // the token of each Lock held now
+	// closed: Close was called; Chaos and Settle refuse to run.
+	closed bool
+	// disruptions lists the roll-backs and key thefts, for checkers.
+	disruptions []Disruption
 	// generation counts data roll-backs (failover with loss, restart): fencing
 	// tokens are only promised to increase within one generation.
 	generation int
@@ -136,8 +140,7 @@ func New(cfg Config) *World {
 	}
 	w := &World{cfg: cfg, rng: rand.New(rand.NewSource(cfg.Seed)), now: Start, calls: make(map[uint64]*call),
 		tokens: make(map[holdRef]uint64)}
-	w.mock = clock.NewMock()
-	w.mock.Set(Start)
+	w.clock = newWorldClock(Start)
 	for i := 0; i <= cfg.Replicas; i++ {
 		n := &node{Node: NewNode(w.Now), id: i, up: true}
 		n.OnPublish = w.publish
@@ -150,8 +153,9 @@ func New(cfg Config) *World {
 func (w *World) Now() time.Time { return w.now }
 
 // Clock returns a clock.Clock that follows the World's time, for code under
-// test that wants one. It is moved at the end of each Advance.
-func (w *World) Clock() clock.Clock { return w.mock }
+// test that wants one. Its Now moves with every event; its timers, tickers
+// and sleeps fire at the end of each Advance (and of Settle).
+func (w *World) Clock() clock.Clock { return w.clock }
 
 // Primary returns the node that clients write to now.
 func (w *World) Primary() *Node { return w.nodes[w.primary].Node }
@@ -239,6 +243,7 @@ func (w *World) setNow(t time.Time) {
 		panic(fmt.Sprintf("sim: virtual time would run backwards, from %v to %v", w.now.Sub(Start), t.Sub(Start)))
 	}
 	w.now = t
+	w.clock.set(t)
 }
 
 // Step processes the next event, moving time to it. It reports false when
@@ -255,7 +260,7 @@ func (w *World) Advance(d time.Duration) {
 	for w.runNext(end) {
 	}
 	w.setNow(end)
-	w.mock.Set(end)
+	w.clock.sync()
 }
 
 // RunUntilIdle processes every event due now, including the ones they queue

@@ -202,3 +202,30 @@ func TestAdvanceBackwardsPanics(t *testing.T) {
 	}()
 	w.Advance(-time.Millisecond)
 }
+
+// The World's Clock reads the World's time, and a timer made on it fires
+// when an Advance passes its time.
+func TestWorldClockFollowsTheWorld(t *testing.T) {
+	w := sim.New(sim.Config{Seed: 1})
+	clk := w.Clock()
+	w.Advance(time.Second)
+	if got := clk.Now(); !got.Equal(sim.Start.Add(time.Second)) {
+		t.Fatalf("Clock().Now() = %v after Advance(1s)", got.Sub(sim.Start))
+	}
+	fired := clk.Timer(500 * time.Millisecond)
+	w.Advance(499 * time.Millisecond)
+	select {
+	case <-fired.C:
+		t.Fatal("timer fired early")
+	default:
+	}
+	w.Advance(time.Millisecond)
+	select {
+	case at := <-fired.C:
+		if !at.Equal(sim.Start.Add(1500 * time.Millisecond)) {
+			t.Fatalf("timer fired at %v", at.Sub(sim.Start))
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("timer did not fire at 1.5s")
+	}
+}

@@ -157,13 +157,17 @@ func exitCodeOf(err error) int {
 	return 1
 }
 
+// deniedReply reports whether msg carries a reply of the permission class:
+// the codes of a refused user or command, or the error Redis 7 gives a script
+// that calls a command the ACL denies ("ERR The user executing the script
+// can't run this command ...", no NOPERM code).
 func deniedReply(msg string) bool {
 	for _, code := range []string{"NOPERM", "NOAUTH", "WRONGPASS"} {
 		if strings.HasPrefix(msg, code) || strings.Contains(msg, ": "+code) || strings.Contains(msg, " "+code+" ") {
 			return true
 		}
 	}
-	return false
+	return strings.Contains(msg, "The user executing the script can't run this command")
 }
 
 func unreachableText(msg string) bool {

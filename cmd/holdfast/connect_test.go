@@ -5,9 +5,11 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // deadAddr returns a loopback address where nothing listens.
@@ -53,6 +55,7 @@ func startPasswordServer(t *testing.T) *redistest.Server {
 	srv := redistest.Start(t)
 	srv.Do(t, "ACL", "SETUSER", "ops", "on", ">Open-Sesame-42", "~*", "&*", "+@all")
 	srv.Do(t, "ACL", "SETUSER", "scriptless", "on", ">No-Scripts-42", "~*", "&*", "+@all", "-@scripting")
+	srv.Do(t, "ACL", "SETUSER", "nohincrby", "on", ">No-Hincrby-42", "~*", "&*", "+@all", "-hincrby")
 	srv.Do(t, "ACL", "SETUSER", "default", "off")
 	return srv
 }
@@ -98,15 +101,19 @@ func TestExecWithPassword(t *testing.T) {
 func TestNotPermitted(t *testing.T) {
 	srv := startPasswordServer(t)
 	url := "redis://scriptless:No-Scripts-42@" + srv.Addr
+	// This one passes the Inspect before the wait; the acquire script's
+	// HINCRBY is denied, and the Lock ends with ErrRedis at once.
+	denied := "redis://nohincrby:No-Hincrby-42@" + srv.Addr
 	for _, args := range [][]string{
 		{"status", "--redis", url, "guarded"},
 		{"exec", "--redis", url, "guarded", "--", "true"}, // no --wait: it would wait forever
+		{"exec", "--redis", denied, "guarded", "--", "true"},
 	} {
 		r := runHoldfast(t, args...)
-		if r.code != exitNoPerm || !strings.Contains(r.stderr, "NOPERM") {
-			t.Errorf("holdfast %s: exit %d, stderr %q; want %d and the server's NOPERM", args[0], r.code, r.stderr, exitNoPerm)
+		if r.code != exitNoPerm || !(strings.Contains(r.stderr, "NOPERM") || strings.Contains(r.stderr, "can't run this command")) {
+			t.Errorf("holdfast %s: exit %d, stderr %q; want %d and the server's denial", args[0], r.code, r.stderr, exitNoPerm)
 		}
-		if strings.Contains(r.stderr, "No-Scripts-42") {
+		if strings.Contains(r.stderr, "No-Scripts-42") || strings.Contains(r.stderr, "No-Hincrby-42") {
 			t.Errorf("holdfast %s: stderr shows the password: %q", args[0], r.stderr)
 		}
 		t.Logf("holdfast %s -> exit %d: %s", args[0], r.code, strings.TrimSpace(r.stderr))
@@ -194,5 +201,69 @@ func TestExecFair(t *testing.T) {
 	r = runHoldfast(t, "exec", "--fair", "--redis", srv.Addr, "plain", "--", "true")
 	if r.code != exitFailure || !strings.Contains(r.stderr, "another kind") {
 		t.Fatalf("exec --fair on a reentrant lock: exit %d, stderr %q; want %d saying another kind", r.code, r.stderr, exitFailure)
+	}
+}
+
+// Redis going away while exec waits ends it with the unreachable code, not
+// "not acquired".
+func TestExecRedisDownWhileWaiting(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Lock(context.Background(), "busy").Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	cmd := holdfastCmd("exec", "--redis", srv.Addr, "-w", "3", "busy", "--", "true")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// exec waits once it has subscribed to the lock's channel.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		subs, _ := srv.Do(t, "PUBSUB", "NUMSUB", scripts.Channel("busy")).AsIntMap()
+		if subs[scripts.Channel("busy")] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("exec never waited on the lock's channel")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.Kill()
+	cmd.Wait()
+	if code := cmd.ProcessState.ExitCode(); code != exitUnreachable {
+		t.Fatalf("exit %d, want %d; stderr %q", code, exitUnreachable, stderr.String())
+	}
+	t.Logf("stderr: %s", strings.TrimSpace(stderr.String()))
+}
+
+// --read holders share NAME; --write waits for them.
+func TestExecReadWrite(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.ReadLock(ctx, "doc").Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := runHoldfast(t, "exec", "--read", "-w", "5", "--redis", srv.Addr, "doc", "--", "true"); r.code != 0 {
+		t.Fatalf("exec --read beside a reader: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runHoldfast(t, "exec", "--write", "-w", "0.3", "--redis", srv.Addr, "doc", "--", "true"); r.code != exitNotTaken {
+		t.Fatalf("exec --write beside a reader: exit %d, stderr %q; want %d", r.code, r.stderr, exitNotTaken)
+	}
+	if r := runHoldfast(t, "status", "--redis", srv.Addr, "doc"); r.code != 0 || !strings.Contains(r.stdout, "doc   rw") || !strings.Contains(r.stdout, "(read)") {
+		t.Fatalf("status of a read-held name: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runHoldfast(t, "exec", "--read", "--fair", "doc", "--", "true"); r.code != exitUsage {
+		t.Fatalf("exec --read --fair: exit %d, want %d", r.code, exitUsage)
 	}
 }

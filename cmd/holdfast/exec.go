@@ -33,6 +33,8 @@ Options (before or after NAME, before --):
                        (default 30s; not with --lease)
   --fair               take NAME as a fair lock: granted in request order across
                        processes (every user of NAME must say --fair)
+  --read, --write      take NAME as a read-write lock: many --read holders at once,
+                       or one --write holder (like flock's -s and -x)
   --kill-after DURATION
                        when the lock is lost, CMD's process group gets SIGTERM, then
                        SIGKILL this long after (default 10s)
@@ -51,7 +53,7 @@ type execOptions struct {
 	name      string
 	argv      []string
 	lockOpts  []holdfast.Option
-	fair      bool
+	kind      string        // "", "fair", "read" or "write"
 	wait      time.Duration // -1: no limit
 	watchdog  time.Duration
 	killAfter time.Duration
@@ -66,7 +68,10 @@ func parseExec(args []string) (execOptions, error) {
 	lease := fs.Duration("lease", 0, "")
 	fs.DurationVar(&o.watchdog, "watchdog", holdfast.DefaultWatchdogTimeout, "")
 	fs.DurationVar(&o.killAfter, "kill-after", 10*time.Second, "")
-	fs.BoolVar(&o.fair, "fair", false, "")
+	var fair, read, write bool
+	fs.BoolVar(&fair, "fair", false, "")
+	fs.BoolVar(&read, "read", false, "")
+	fs.BoolVar(&write, "write", false, "")
 
 	before, cmd, found := splitDashes(args)
 	rest, err := parseArgs(fs, before)
@@ -101,6 +106,17 @@ func parseExec(args []string) (execOptions, error) {
 		return o, usageError{fmt.Sprintf("exec: --watchdog %v is shorter than %v", o.watchdog, holdfast.MinLease)}
 	case o.killAfter <= 0:
 		return o, usageError{"exec: --kill-after must be positive"}
+	}
+	for _, k := range []struct {
+		set  bool
+		kind string
+	}{{fair, "fair"}, {read, "read"}, {write, "write"}} {
+		if k.set && o.kind != "" {
+			return o, usageError{fmt.Sprintf("exec: --%s and --%s exclude each other", o.kind, k.kind)}
+		}
+		if k.set {
+			o.kind = k.kind
+		}
 	}
 	if o.wait >= 0 {
 		o.lockOpts = append(o.lockOpts, holdfast.WithWait(o.wait))
@@ -172,15 +188,18 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 	signal.Notify(signals, forwarded...)
 	defer signal.Stop(signals)
 
-	lock := c.Lock
-	if o.fair {
-		lock = c.FairLock
-	}
+	lock := map[string]func(context.Context, string, ...holdfast.Option) *holdfast.Lock{
+		"": c.Lock, "fair": c.FairLock, "read": c.ReadLock, "write": c.WriteLock,
+	}[o.kind]
 	l := lock(context.Background(), o.name, o.lockOpts...)
 	select {
 	case <-l.Acquired:
 	case <-l.Lost:
-		return acquireFailure(o, l.Err())
+		return acquireFailure(o, l.Err(), func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return rdb.Do(ctx, rdb.B().Ping().Build()).Error()
+		})
 	case sig := <-signals:
 		l.Release(context.Background())
 		return 128 + int(sig.(syscall.Signal)), fmt.Errorf("interrupted by %v while waiting for %q", sig, o.name)
@@ -248,17 +267,22 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 
 // acquireFailure is exec's answer to a Lock that ended before it was held.
 // A Redis failure behind it outranks a spent wait budget: "Redis is down"
-// must not read as "the lock is busy".
-func acquireFailure(o execOptions, err error) (int, error) {
+// must not read as "the lock is busy". A waiter that sleeps until it is
+// woken may have made no call since Redis went away, so a spent budget is
+// checked with ping.
+func acquireFailure(o execOptions, err error, ping func() error) (int, error) {
 	switch code := exitCodeOf(err); {
 	case code == exitUnreachable || code == exitNoPerm:
 		return code, fmt.Errorf("lock %q: %w", o.name, err)
 	case errors.Is(err, holdfast.ErrWaitTimeout):
+		if perr := ping(); perr != nil && exitCodeOf(perr) == exitUnreachable {
+			return exitUnreachable, fmt.Errorf("lock %q not acquired within %v: Redis at %s is unreachable: %w", o.name, o.wait, o.target.display, perr)
+		}
 		return exitNotTaken, fmt.Errorf("lock %q not acquired within %v", o.name, o.wait)
 	case errors.Is(err, holdfast.ErrInvalidName) || errors.Is(err, holdfast.ErrInvalidOption):
 		return exitUsage, err
 	case errors.Is(err, holdfast.ErrWrongKind):
-		return exitFailure, fmt.Errorf("lock %q is in use as another kind of lock (with or without --fair): %w", o.name, err)
+		return exitFailure, fmt.Errorf("lock %q is in use as another kind of lock (see --fair, --read, --write): %w", o.name, err)
 	}
 	return exitFailure, fmt.Errorf("lock %q: %w", o.name, err)
 }

@@ -309,9 +309,9 @@ func TestClusterFailover(t *testing.T) {
 	}
 }
 
-// TestClusterEveryKind: each lock kind grants on the cluster, on names over
-// all masters, and a fair waiter of another process is woken through its
-// own sharded channel when the holder releases.
+// TestClusterEveryKind: each lock kind (reentrant, fair, read-write) grants
+// on the cluster, on names over all masters, and a waiter of another
+// process is woken through sharded pub/sub when the holder releases.
 func TestClusterEveryKind(t *testing.T) {
 	c := topology.StartCluster(t, 3)
 	a := newClient(t, c.Client(t), holdfast.Config{})
@@ -320,6 +320,7 @@ func TestClusterEveryKind(t *testing.T) {
 	kinds := map[string]func(cl *holdfast.Client, name string) *holdfast.Lock{
 		"lock": func(cl *holdfast.Client, name string) *holdfast.Lock { return cl.Lock(ctx, name) },
 		"fair": func(cl *holdfast.Client, name string) *holdfast.Lock { return cl.FairLock(ctx, name) },
+		"rw":   func(cl *holdfast.Client, name string) *holdfast.Lock { return cl.WriteLock(ctx, name) },
 	}
 	for kind, lock := range kinds {
 		for _, name := range namesOnEachNode(t, c, kind+":") {

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/holdfast/holdfast/actor"
+	"github.com/holdfast/holdfast/renewal"
 	"github.com/holdfast/holdfast/scripts"
 )
 
@@ -38,12 +39,25 @@ type Redis struct {
 
 // Call implements actor.Redis.
 func (r *Redis) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
-	o := r.o
-	var start time.Time
-	if o.metrics {
-		start = o.clk.Now()
-	}
+	start := r.now()
 	vals, err := r.Redis.Call(ctx, c)
+	r.called(c, start, err)
+	return vals, err
+}
+
+// now returns the start time of a call: the zero time when no latency is
+// recorded.
+func (r *Redis) now() time.Time {
+	if !r.o.metrics {
+		return time.Time{}
+	}
+	return r.o.clk.Now()
+}
+
+// called records the latency of call c, started at start, and logs its
+// failure, once per lock name it touched.
+func (r *Redis) called(c scripts.Call, start time.Time, err error) {
+	o := r.o
 	if o.metrics {
 		if attrs, ok := callAttrs[c.Script]; ok {
 			result := attrs[0]
@@ -53,54 +67,78 @@ func (r *Redis) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
 			o.calls.Record(context.Background(), o.clk.Since(start).Seconds(), result)
 		}
 	}
-	if err != nil {
-		r.failed(c, err)
+	if err == nil {
+		return
 	}
-	return vals, err
-}
-
-// failed logs a failed call, once per lock name it touched.
-func (r *Redis) failed(c scripts.Call, err error) {
 	fault := r.Classify(err)
 	if c.Script == scripts.RenewScript {
 		// A batch: keys are lock keys, args field, lease pairs.
 		for i, k := range c.Keys {
-			r.o.callFailed(c.Script.Name, nameOf(k), c.Args[2*i], fault, err)
+			o.callFailed(c.Script.Name, nameOf(k), c.Args[2*i], fault, err)
 		}
 		return
 	}
 	if len(c.Keys) > 0 {
-		r.o.callFailed(c.Script.Name, nameOf(c.Keys[0]), "", fault, err)
+		o.callFailed(c.Script.Name, nameOf(c.Keys[0]), "", fault, err)
 	}
 }
 
-// Renew runs a batch of the renewal shape (see renewal.Exec) through Call,
-// and counts each hold of a watchdog batch as one renewal.
-func (r *Redis) Renew(ctx context.Context, s *scripts.Script, keys, args []string) ([]bool, error) {
-	vals, err := r.Call(ctx, scripts.Call{Script: s, Keys: keys, Args: args})
+// renewed counts each hold of a watchdog batch as one renewal.
+func (r *Redis) renewed(s *scripts.Script, keys int, renewed []bool, err error) {
 	o, bg := r.o, context.Background()
-	count := o.metrics && s == scripts.RenewScript
-	if err != nil {
-		if count {
-			o.renewals.Add(bg, int64(len(keys)), renewFailed)
-		}
-		return nil, err
+	if !o.metrics || s != scripts.RenewScript {
+		return
 	}
-	out := make([]bool, len(vals))
+	if err != nil {
+		o.renewals.Add(bg, int64(keys), renewFailed)
+		return
+	}
 	ok := 0
-	for i, v := range vals {
-		out[i] = v == 1
-		if out[i] {
+	for _, b := range renewed {
+		if b {
 			ok++
 		}
 	}
-	if count {
-		o.renewals.Add(bg, int64(ok), renewOK)
-		if n := len(vals) - ok; n > 0 {
-			o.renewals.Add(bg, int64(n), renewNotOwner)
+	o.renewals.Add(bg, int64(ok), renewOK)
+	if n := len(renewed) - ok; n > 0 {
+		o.renewals.Add(bg, int64(n), renewNotOwner)
+	}
+}
+
+// Renew runs a batch of the renewal shape (see renewal.Exec) through Call.
+func (r *Redis) Renew(ctx context.Context, s *scripts.Script, keys, args []string) ([]bool, error) {
+	vals, err := r.Call(ctx, scripts.Call{Script: s, Keys: keys, Args: args})
+	var out []bool
+	if err == nil {
+		out = make([]bool, len(vals))
+		for i, v := range vals {
+			out[i] = v == 1
 		}
 	}
-	return out, nil
+	r.renewed(s, len(keys), out, err)
+	return out, err
+}
+
+// RenewMulti observes multi (a cluster's renewal pipelines) as Renew does
+// single batches; each call's latency is the whole pipeline's.
+func (r *Redis) RenewMulti(multi renewal.ExecMulti) renewal.ExecMulti {
+	return func(ctx context.Context, calls []scripts.Call) ([][]bool, []error) {
+		start := r.now()
+		out, errs := multi(ctx, calls)
+		for i, c := range calls {
+			var renewed []bool
+			var err error
+			if i < len(out) {
+				renewed = out[i]
+			}
+			if i < len(errs) {
+				err = errs[i]
+			}
+			r.called(c, start, err)
+			r.renewed(c.Script, len(c.Keys), renewed, err)
+		}
+		return out, errs
+	}
 }
 
 // nameOf returns the lock name in a key of holdfast's layout: what its

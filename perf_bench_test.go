@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/redistest"
@@ -22,6 +23,7 @@ func BenchmarkUncontended64(b *testing.B) {
 	ctx := context.Background()
 	var next atomic.Int64
 	srv.Do(b, "CONFIG", "RESETSTAT")
+	redisCPU0, clientCPU0 := redisCPU(b, srv), processCPU(b)
 	b.ReportAllocs()
 	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
 	b.ResetTimer()
@@ -40,9 +42,29 @@ func BenchmarkUncontended64(b *testing.B) {
 		}
 	})
 	b.StopTimer()
+	clientCPU, redisUsed := processCPU(b)-clientCPU0, redisCPU(b, srv)-redisCPU0
+	b.ReportMetric(float64(clientCPU.Microseconds())/float64(b.N), "client-cpu-us/op")
+	b.ReportMetric(float64(redisUsed.Microseconds())/float64(b.N), "redis-cpu-us/op")
 	total, evals := commandTotals(b, srv)
 	b.ReportMetric(float64(total)/float64(b.N), "cmds/op")
 	b.ReportMetric(float64(evals)/float64(b.N), "evalsha/op")
+}
+
+// redisCPU is the user and system CPU time the server has used (INFO cpu).
+func redisCPU(t testing.TB, srv *redistest.Server) time.Duration {
+	t.Helper()
+	info, _ := srv.Do(t, "INFO", "cpu").ToString()
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		for _, key := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), key); ok {
+				var v float64
+				fmt.Sscanf(rest, "%g", &v)
+				total += v
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 // commandTotals sums the calls of every command in INFO commandstats (the

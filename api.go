@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -41,9 +42,12 @@ type Config struct {
 	// Logger receives the library's logs, protoactor's included. Default:
 	// discard.
 	Logger *slog.Logger
-	// ClientID prefixes every owner field this Client writes
-	// (CLIENTID:OWNER). Default: 16 random hex digits. It must be unique
-	// among live clients and must not contain ':'.
+	// ClientID is a readable label at the head of every owner field this
+	// Client writes (CLIENTID:INSTANCE:OWNER, see scripts.Field), for
+	// operators and `holdfast status`. Default: the host name and process id,
+	// HOST/PID. It must not contain ':'. It need not be unique: INSTANCE is
+	// drawn at random for every Client, so Clients sharing a ClientID still
+	// exclude each other.
 	ClientID string
 	// CallTimeout bounds each Redis call, on Clock. A call that times out
 	// may still have run; the runtime repeats it to learn the outcome.
@@ -93,10 +97,20 @@ const DefaultWatchdogTimeout = 30 * time.Second
 const (
 	defaultCallTimeout = 5 * time.Second
 	defaultSyncTimeout = time.Second
-	// The wheel's tick bounds how late a timer fires; deadline timers are set
-	// one tick early so that Lost closes before the deadline.
-	wheelTick  = 10 * time.Millisecond
-	wheelSlots = 512
+	wheelTick          = 10 * time.Millisecond
+	wheelSlots         = 512
+	// deadlineSlack is how much before a hold's validity deadline its
+	// deadline timer is set, so that Lost closes before the deadline even
+	// when the timer is late: one wheel tick (a timer fires up to a tick
+	// after its time by design) plus the scheduling delay of the wheel's
+	// goroutine and the actor. BenchmarkLatenessUnderLoad (timerwheel)
+	// measured on 2 shared CPUs: p99.9 20ms past the deadline with the CPUs
+	// busy but not saturated, and 100-200ms with spinning goroutines
+	// outnumbering the CPUs. Two ticks cover the first; no slack a 50ms
+	// lease can afford covers the second, which is why a holder checks
+	// Deadline() before acting and the resource checks fencing tokens (see
+	// README, Safety).
+	deadlineSlack = 2 * wheelTick
 )
 
 // Validate reports the first problem with c, wrapped in ErrInvalidOption.
@@ -138,9 +152,7 @@ func (c *Config) setDefaults() {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	if c.ClientID == "" {
-		var b [8]byte
-		rand.Read(b[:])
-		c.ClientID = hex.EncodeToString(b[:])
+		c.ClientID = defaultClientID()
 	}
 	if c.CallTimeout == 0 {
 		c.CallTimeout = defaultCallTimeout
@@ -157,12 +169,29 @@ func (c *Config) setDefaults() {
 	}
 }
 
+// defaultClientID is HOST/PID, with any ':' of the host name replaced.
+func defaultClientID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	return strings.ReplaceAll(host, ":", "_") + "/" + strconv.Itoa(os.Getpid())
+}
+
+// newInstance draws the random part of a Client's owner fields: 48 bits,
+// so that Clients sharing a ClientID do not collide.
+func newInstance() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // DefaultWaiterTimeout is Config.WaiterTimeout's default.
 const DefaultWaiterTimeout = lockactor.DefaultWaiterTimeout
 
 // machine is the lock state machines' configuration.
 func (c *Config) machine() lockactor.Config {
-	return lockactor.Config{Slack: wheelTick, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow,
+	return lockactor.Config{Slack: deadlineSlack, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow,
 		WaiterTimeout: c.WaiterTimeout}
 }
 
@@ -170,11 +199,12 @@ func (c *Config) machine() lockactor.Config {
 // name in use, one timer wheel, one watchdog and one pub/sub connection. A
 // Client is safe for concurrent use; Close it when done.
 type Client struct {
-	cfg     Config
-	eng     clientkit.Engine
-	obs     *observe.Observer
-	closers []func() // run after the engine closes, in order
-	nextID  atomic.Uint64
+	cfg      Config
+	instance string // the random part of this Client's owner fields
+	eng      clientkit.Engine
+	obs      *observe.Observer
+	closers  []func() // run after the engine closes, in order
+	nextID   atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -226,7 +256,7 @@ func New(cfg Config) (*Client, error) {
 		CallTimeout: cfg.CallTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, eng: sys, obs: obs, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
+	return &Client{cfg: cfg, instance: newInstance(), eng: sys, obs: obs, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {
@@ -244,11 +274,16 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return &Client{cfg: c, eng: e, obs: obs, closers: closers}, nil
+		instance := newInstance()
+		if in, ok := e.(interface{ Instance() string }); ok {
+			// A simulator names its Clients itself, so that a run replays.
+			instance = in.Instance()
+		}
+		return &Client{cfg: c, instance: instance, eng: e, obs: obs, closers: closers}, nil
 	}
 }
 
-// ClientID returns the prefix of this Client's owner fields.
+// ClientID returns the label at the head of this Client's owner fields.
 func (c *Client) ClientID() string {
 	if c == nil {
 		return ""
@@ -319,7 +354,7 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	}
 	req := lockactor.Request{
 		ID:       lockactor.ReqID(id),
-		Field:    scripts.Field(c.cfg.ClientID, owner),
+		Field:    scripts.Field(c.cfg.ClientID, c.instance, owner),
 		Lease:    o.lease,
 		Watchdog: o.lease == 0,
 		Wait:     o.wait,

@@ -215,7 +215,7 @@ func (c *Client) enqueuePart(name, owner string, lease, wait time.Duration, h lo
 	}
 	req := lockactor.Request{
 		ID:       lockactor.ReqID(id),
-		Field:    scripts.Field(c.cfg.ClientID, owner),
+		Field:    scripts.Field(c.cfg.ClientID, c.instance, owner),
 		Lease:    lease,
 		Watchdog: lease == 0,
 		Wait:     wait,

@@ -34,6 +34,11 @@ var (
 	// ErrNotHeld: Release on a Lock that is already over. The error also
 	// wraps the cause the Lock ended with.
 	ErrNotHeld = lockactor.ErrNotHeld
+	// ErrFailover: a renewal was refused with READONLY — the Redis node this
+	// Client writes to was demoted to a replica by a failover, and the
+	// promoted replica may grant the lock to someone else. The hold ends at
+	// once instead of at its deadline.
+	ErrFailover = lockactor.ErrFailover
 	// ErrRedis: Redis refused a call in a way that retrying cannot fix — an
 	// ACL denial (NOPERM), an unknown command, WRONGTYPE on a lock key, a
 	// script error, NOAUTH. The Lock ends at once; the error wraps the

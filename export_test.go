@@ -1,6 +1,12 @@
 package holdfast
 
-import "github.com/holdfast/holdfast/actor"
+import (
+	"github.com/holdfast/holdfast/actor"
+	"github.com/holdfast/holdfast/scripts"
+)
 
 // CrashActor makes the actor of name panic (see actor.System.Crash).
 func CrashActor(c *Client, name string) { c.eng.(*actor.System).Crash(name) }
+
+// Field is the owner field c writes for owner.
+func Field(c *Client, owner string) string { return scripts.Field(c.cfg.ClientID, c.instance, owner) }

@@ -35,7 +35,7 @@ func (c *composite) raiseFence(part int, floor uint64, done func(*composite, uin
 // Client the call runs on a goroutine of its own, which ends with the call:
 // the call is bounded by CallTimeout on the Client's clock.
 func (cl *Client) raiseFence(name string, floor uint64, done func(int64, error)) {
-	keys := []string{scripts.FenceKey(name)}
+	keys := scripts.GrantKeys(name)
 	args := []string{strconv.FormatUint(floor, 10)}
 	if r, ok := cl.eng.(scriptRunner); ok {
 		r.Eval(scripts.FenceRaise, keys, args, done)

@@ -342,7 +342,7 @@ func TestReentryWithOwner(t *testing.T) {
 	if inner.Token() != outer.Token() {
 		t.Fatalf("inner token %d, outer %d: a nested hold shares its token", inner.Token(), outer.Token())
 	}
-	field := scripts.Field(c.ClientID(), "job-7")
+	field := holdfast.Field(c, "job-7")
 	if n, _ := srv.Do(t, "HGET", scripts.LockKey("nested"), field).AsInt64(); n != 2 {
 		t.Fatalf("reentry count %d in Redis, want 2", n)
 	}

@@ -25,9 +25,10 @@ type Info struct {
 	// the hold can last without another renewal. 0 when the name is free;
 	// -1 when the key has no expiry (never written so by holdfast).
 	TTL time.Duration
-	// Fence is the name's fencing counter: the token of the latest grant, or
-	// higher after a ForceUnlock. It survives the hold and is 0 for a name
-	// never granted.
+	// Fence is the name's fencing counter: at least the token of its latest
+	// grant (names of one cluster hash slot share a counter, so it may be
+	// higher), and higher after a ForceUnlock. It survives the hold and is 0
+	// for a slot never granted.
 	Fence uint64
 	// Waiters counts the live waiters queued in Redis (the fair lock's). The
 	// reentrant lock keeps no queue in Redis (waiters wait in their own
@@ -37,7 +38,7 @@ type Info struct {
 
 // Holder is one owner holding a lock name.
 type Holder struct {
-	Owner string // CLIENTID:OWNER as stored
+	Owner string // CLIENTID:INSTANCE:OWNER as stored (scripts.Field)
 	Count int64  // reentry count; 0 for a fair lock granted but not yet confirmed
 	Mode  string // "read" or "write" for the read-write kind, "" otherwise
 }
@@ -243,7 +244,7 @@ func inspectReentrant(ctx context.Context, rdb rueidis.Client, name string, info
 }
 
 func forceUnlockReentrant(ctx context.Context, _ *Client, rdb rueidis.Client, name string) (bool, error) {
-	keys := []string{scripts.LockKey(name), fenceKey(name)}
+	keys := scripts.GrantKeys(name)
 	script := forceUnlockScript
 	if rdb.Mode() == rueidis.ClientModeCluster {
 		script = forceUnlockSharded
@@ -279,7 +280,7 @@ func inspectFair(ctx context.Context, rdb rueidis.Client, name string, info *Inf
 // forceUnlockFair grants the name to its next waiter at once, with this
 // Client's WaiterTimeout to confirm.
 func forceUnlockFair(ctx context.Context, c *Client, rdb rueidis.Client, name string) (bool, error) {
-	keys := []string{scripts.LockKey(name), fenceKey(name), scripts.FairQueueKey(name)}
+	keys := scripts.GrantKeys(name, scripts.FairQueueKey(name))
 	args := []string{scripts.Millis(c.cfg.WaiterTimeout), scripts.ClientChannel(name, "")}
 	script := fairForceUnlockScript
 	if rdb.Mode() == rueidis.ClientModeCluster {
@@ -327,17 +328,27 @@ func ttlOf(pttl int64) time.Duration {
 	return time.Duration(pttl) * time.Millisecond
 }
 
-// fenceKey is the key of name's fencing counter, and readFence reads it: the
-// only two places Inspect and ForceUnlock know the fence's layout.
-func fenceKey(name string) string { return scripts.FenceKey(name) }
-
+// readFence reads name's fence: the larger of its slot's counter and the
+// per-name counter of earlier versions (see scripts/fence.lua), as the
+// scripts' fence_peek does — at least every token the name was given. Two
+// GETs, pipelined: GET is among the commands README's ACL rules grant.
 func readFence(ctx context.Context, rdb rueidis.Client, name string) (uint64, error) {
-	s, err := rdb.Do(ctx, rdb.B().Get().Key(fenceKey(name)).Build()).ToString()
-	if rueidis.IsRedisNil(err) {
-		return 0, nil
+	keys := scripts.FenceKeys(name)
+	res := rdb.DoMulti(ctx, rdb.B().Get().Key(keys[0]).Build(), rdb.B().Get().Key(keys[1]).Build())
+	var fence uint64
+	for _, r := range res {
+		s, err := r.ToString()
+		if rueidis.IsRedisNil(err) {
+			continue
+		}
+		if err != nil {
+			return 0, err
+		}
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		fence = max(fence, n)
 	}
-	if err != nil {
-		return 0, err
-	}
-	return strconv.ParseUint(s, 10, 64)
+	return fence, nil
 }

@@ -77,7 +77,7 @@ func inspectRW(ctx context.Context, rdb rueidis.Client, name string, info *Info)
 // forceUnlockRW frees a read-write lock: every hold and claim, fence raised,
 // waiters told.
 func forceUnlockRW(ctx context.Context, _ *Client, rdb rueidis.Client, name string) (bool, error) {
-	keys := []string{scripts.LockKey(name), fenceKey(name)}
+	keys := scripts.GrantKeys(name)
 	script := rwForceUnlockScript
 	if rdb.Mode() == rueidis.ClientModeCluster {
 		// On a cluster waiters SSUBSCRIBE: the variant that SPUBLISHes.

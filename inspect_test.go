@@ -34,7 +34,7 @@ func TestInspectFreeAndHeld(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []holdfast.Holder{{Owner: "svc1:job", Count: 2}}
+	want := []holdfast.Holder{{Owner: holdfast.Field(c, "job"), Count: 2}}
 	if info.Kind != holdfast.KindLock || !reflect.DeepEqual(info.Holders, want) {
 		t.Fatalf("held name: kind %q holders %+v, want %q %+v", info.Kind, info.Holders, holdfast.KindLock, want)
 	}
@@ -227,7 +227,7 @@ func TestInspectAndForceUnlockFair(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []holdfast.Holder{{Owner: "holder:job", Count: 1}}
+	want := []holdfast.Holder{{Owner: holdfast.Field(holder, "job"), Count: 1}}
 	if info.Kind != holdfast.KindFair || !reflect.DeepEqual(info.Holders, want) || info.Waiters != 1 ||
 		info.Fence != l.Token() || info.TTL <= 20*time.Second || info.TTL > 30*time.Second {
 		t.Fatalf("held fair lock with one waiter: %+v, want kind fair, holders %+v, 1 waiter, fence %d, TTL near 30s", info, want, l.Token())
@@ -252,7 +252,7 @@ func TestInspectAndForceUnlockFair(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Kind != holdfast.KindFair || len(info.Holders) != 1 || info.Holders[0] != (holdfast.Holder{Owner: "waiter:next", Count: 1}) || info.Waiters != 0 {
+	if info.Kind != holdfast.KindFair || len(info.Holders) != 1 || info.Holders[0] != (holdfast.Holder{Owner: holdfast.Field(waiter, "next"), Count: 1}) || info.Waiters != 0 {
 		t.Fatalf("after the grant: %+v", info)
 	}
 	if names, _ := ops.Names(ctx, "f*"); !reflect.DeepEqual(names, []string{"fq"}) {

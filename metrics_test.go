@@ -147,7 +147,7 @@ func TestMetricsAndLogs(t *testing.T) {
 		t.Logf("collected: %v", m)
 	}
 
-	if a, ok := logs.find(slog.LevelDebug, "lock granted"); !ok || a["name"] != "m" || a["owner"] != "metrics:a" || a["token"] == "" {
+	if a, ok := logs.find(slog.LevelDebug, "lock granted"); !ok || a["name"] != "m" || a["owner"] != holdfast.Field(c, "a") || a["token"] == "" {
 		t.Errorf("grant log %v (found %v), want name, owner and token", a, ok)
 	}
 	if _, ok := logs.find(slog.LevelDebug, "lock released"); !ok {

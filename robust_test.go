@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"math"
+	"os"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // Durations as long as a Duration goes mean "very long", never "now".
@@ -97,4 +100,53 @@ func TestNilContextsAndZeroValues(t *testing.T) {
 			}
 		})
 	}
+}
+
+// Two Clients configured with the same ClientID never both hold a lock: each
+// writes its own owner fields. Before owner fields carried an instance
+// part, both first Locks wrote "dup:~1", and the second acquire was taken
+// for a retry of the first.
+func TestSharedClientIDExcludes(t *testing.T) {
+	srv := redistest.Start(t)
+	a := newClient(t, srv, holdfast.Config{ClientID: "dup"})
+	b := newClient(t, srv, holdfast.Config{ClientID: "dup"})
+	third := newClient(t, srv, holdfast.Config{})
+	for _, ctx := range []context.Context{context.Background(), holdfast.WithOwner(context.Background(), "worker")} {
+		la := a.Lock(ctx, "shared")
+		mustAcquire(t, la)
+		lb := b.Lock(ctx, "shared", holdfast.WithWait(0))
+		mustLose(t, lb, holdfast.ErrWaitTimeout)
+		waiting := b.Lock(ctx, "shared")
+		if err := la.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		mustAcquire(t, waiting)
+		lc := third.Lock(context.Background(), "shared", holdfast.WithWait(0))
+		mustLose(t, lc, holdfast.ErrWaitTimeout)
+		if err := waiting.Release(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	noLockKeys(t, srv)
+}
+
+// The default ClientID names the process: HOST/PID.
+func TestDefaultClientIDNamesProcess(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	host, _ := os.Hostname()
+	if want := host + "/" + strconv.Itoa(os.Getpid()); c.ClientID() != want {
+		t.Fatalf("ClientID %q, want %q", c.ClientID(), want)
+	}
+	l := c.Lock(holdfast.WithOwner(context.Background(), "job:7"), "who")
+	mustAcquire(t, l)
+	fields, err := srv.Do(t, "HKEYS", scripts.LockKey("who")).AsStrSlice()
+	if err != nil || len(fields) != 1 {
+		t.Fatalf("fields %v, %v", fields, err)
+	}
+	id, instance, owner, ok := scripts.ParseField(fields[0])
+	if !ok || id != c.ClientID() || len(instance) != 12 || owner != "job:7" {
+		t.Fatalf("field %q parses as %q %q %q %v", fields[0], id, instance, owner, ok)
+	}
+	l.Release(context.Background())
 }

@@ -123,6 +123,9 @@ func ClassifyRueidis(err error) lockactor.Fault {
 		if permanentReply(rerr.Error()) {
 			return lockactor.Permanent
 		}
+		if strings.HasPrefix(rerr.Error(), "READONLY") {
+			return lockactor.Demoted
+		}
 		return lockactor.Transient
 	}
 	if errors.Is(err, rueidis.ErrClosing) {

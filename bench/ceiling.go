@@ -38,11 +38,12 @@ func runCeiling(e *env) error {
 		target, rounds, pings = 1*time.Second, 2, 5000
 	}
 	evalsha := func(n int) (map[string]float64, error) {
-		// The keys get independent random numbers; the script needs no
-		// relation between them, and each is fresh, so the call is a grant.
-		return benchmark(host, port, "-c", "50", "-P", "16", "-n", strconv.Itoa(n), "-r", "100000000",
-			"EVALSHA", sha, "4", scripts.LockKey(ceilingName), scripts.FenceKey(ceilingName), scripts.FairQueueKey(ceilingName), scripts.WaitKey(ceilingName),
-			"bench:ceiling", "30000", "0")
+		// The lock key gets a random number, so each call is a grant; the
+		// script needs no relation between its keys (standalone server). The
+		// slot fence counter is one key, as for names sharing a slot.
+		keys := scripts.GrantKeys(ceilingName, scripts.FairQueueKey(ceilingName), scripts.WaitKey(ceilingName))
+		return benchmark(host, port, append([]string{"-c", "50", "-P", "16", "-n", strconv.Itoa(n), "-r", "100000000",
+			"EVALSHA", sha, strconv.Itoa(len(keys))}, append(keys, "bench:ceiling", "30000", "0")...)...)
 	}
 	var runErr error
 	labelled("ceiling", refBenchmark, func(context.Context) {

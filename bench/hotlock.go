@@ -27,7 +27,7 @@ func runHotlock(e *env) error {
 		for _, lib := range e.order(r) {
 			var err error
 			labelled("hotlock", lib, func(ctx context.Context) {
-				err = hotlockRound(ctx, e, lib, r, warm, dur)
+				err = hotlockRound(ctx, e, "hotlock", lib, r, warm, dur, openOpts{})
 			})
 			if err != nil {
 				return fmt.Errorf("%s: %w", lib, err)
@@ -45,10 +45,13 @@ func runHotlock(e *env) error {
 type hold struct {
 	seq      int64
 	g        int
+	call     time.Time // when Lock was called
 	acq, rel time.Time
 }
 
-func hotlockRound(ctx context.Context, e *env, lib string, round int, warm, dur time.Duration) error {
+// hotlockRound runs one round of the hot-lock shape for scenario (hotlock,
+// or fairlock with opts.fair) and records its figures under that name.
+func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, warm, dur time.Duration, opts openOpts) error {
 	ctr := newCounter()
 	var cls []locker
 	defer func() {
@@ -57,7 +60,7 @@ func hotlockRound(ctx context.Context, e *env, lib string, round int, warm, dur 
 		}
 	}()
 	for range hotClients {
-		cl, err := e.open(lib, ctr, openOpts{})
+		cl, err := e.open(lib, ctr, opts)
 		if err != nil {
 			return err
 		}
@@ -78,6 +81,7 @@ func hotlockRound(ctx context.Context, e *env, lib string, round int, warm, dur 
 		go func(g int, cl locker) {
 			defer wg.Done()
 			for !stop.Load() {
+				call := time.Now()
 				h, err := cl.Lock(ctx, name)
 				if err != nil {
 					if ctx.Err() != nil {
@@ -98,7 +102,7 @@ func hotlockRound(ctx context.Context, e *env, lib string, round int, warm, dur 
 					errs[g]++
 					lastErr.Store(fmt.Sprint(err))
 				}
-				logs[g] = append(logs[g], hold{seq: n, g: g, acq: acq, rel: rel})
+				logs[g] = append(logs[g], hold{seq: n, g: g, call: call, acq: acq, rel: rel})
 			}
 		}(g, cls[g%hotClients])
 	}
@@ -138,6 +142,9 @@ func hotlockRound(ctx context.Context, e *env, lib string, round int, warm, dur 
 	if handoffs == 0 {
 		return fmt.Errorf("no handoff in %v", dur)
 	}
+	if opts.fair {
+		e.res.add(scenario, lib, "fifo_violations", float64(fifoViolations(all, ws, we)))
+	}
 	minG := perG[0]
 	for _, n := range perG {
 		minG = min(minG, n)
@@ -145,28 +152,28 @@ func hotlockRound(ctx context.Context, e *env, lib string, round int, warm, dur 
 	mean := float64(handoffs) / hotGoroutines
 	allCmds := countsDelta(cmds0, cmds1)
 	cmds := steady(allCmds)
-	e.res.add("hotlock", lib, "handoffs_per_s", float64(handoffs)/we.Sub(ws).Seconds())
-	e.res.add("hotlock", lib, "handoff_p50_us", us(percentile(lat, 50)))
-	e.res.add("hotlock", lib, "handoff_p99_us", us(percentile(lat, 99)))
-	e.res.add("hotlock", lib, "commands_per_handoff", float64(sumCalls(cmds))/float64(handoffs))
-	e.res.add("hotlock", lib, "self_reacquire_frac", float64(self)/float64(handoffs))
-	e.res.add("hotlock", lib, "min_share", float64(minG)/mean)
+	e.res.add(scenario, lib, "handoffs_per_s", float64(handoffs)/we.Sub(ws).Seconds())
+	e.res.add(scenario, lib, "handoff_p50_us", us(percentile(lat, 50)))
+	e.res.add(scenario, lib, "handoff_p99_us", us(percentile(lat, 99)))
+	e.res.add(scenario, lib, "commands_per_handoff", float64(sumCalls(cmds))/float64(handoffs))
+	e.res.add(scenario, lib, "self_reacquire_frac", float64(self)/float64(handoffs))
+	e.res.add(scenario, lib, "min_share", float64(minG)/mean)
 	nerr := 0
 	for _, n := range errs {
 		nerr += n
 	}
 	if nerr > 0 {
-		e.notef("hotlock/%s round %d: %d errors, last: %v", lib, round, nerr, lastErr.Load())
+		e.notef("%s/%s round %d: %d errors, last: %v", scenario, lib, round, nerr, lastErr.Load())
 	}
 	if n := overlaps.Load(); n > 0 {
-		e.notef("hotlock/%s round %d: MUTUAL EXCLUSION BROKEN %d times", lib, round, n)
+		e.notef("%s/%s round %d: MUTUAL EXCLUSION BROKEN %d times", scenario, lib, round, n)
 	}
 	if round == e.rounds()-1 {
 		if n := sumCalls(allCmds) - sumCalls(cmds); n > 0 {
-			e.notef("hotlock/%s (last round): %d connection handshake commands in the window, not counted", lib, n)
+			e.notef("%s/%s (last round): %d connection handshake commands in the window, not counted", scenario, lib, n)
 		}
-		e.notef("hotlock/%s (last round): %s; server calls incl. inside scripts %.2f per handoff; %s",
-			lib, perUnit(cmds, float64(handoffs), "handoff"), float64(sumCalls(statsDelta(stats0, stats1)))/float64(handoffs), usage)
+		e.notef("%s/%s (last round): %s; server calls incl. inside scripts %.2f per handoff; %s",
+			scenario, lib, perUnit(cmds, float64(handoffs), "handoff"), float64(sumCalls(statsDelta(stats0, stats1)))/float64(handoffs), usage)
 	}
 	return nil
 }

@@ -49,6 +49,7 @@ type locker interface {
 type openOpts struct {
 	watchdog time.Duration // holdfast's WatchdogTimeout; rueidislock's KeyValidity
 	extend   time.Duration // rueidislock's ExtendInterval (0: its default)
+	fair     bool          // holdfast: FairLock instead of Lock
 }
 
 // open makes one client of lib whose connections count into ctr.
@@ -67,7 +68,7 @@ func (e *env) open(lib string, ctr *cmdCounter, o openOpts) (locker, error) {
 			rdb.Close()
 			return nil, err
 		}
-		return &hfLocker{c: c, rdb: rdb}, nil
+		return &hfLocker{c: c, rdb: rdb, fair: o.fair}, nil
 	case libRedsync:
 		rdb := e.goredis(ctr)
 		return &rsLocker{rdb: rdb, rs: redsync.New(rsgoredis.NewPool(rdb)), delay: e.retryDelay}, nil
@@ -100,14 +101,19 @@ func (e *env) goredis(ctr *cmdCounter) *goredis.Client {
 	})
 }
 
-// holdfast: Lock + Wait, Release.
+// holdfast: Lock (or FairLock) + Wait, Release.
 type hfLocker struct {
-	c   *holdfast.Client
-	rdb rueidis.Client
+	c    *holdfast.Client
+	rdb  rueidis.Client
+	fair bool
 }
 
 func (h *hfLocker) Lock(ctx context.Context, name string) (held, error) {
-	l := h.c.Lock(ctx, name)
+	lock := h.c.Lock
+	if h.fair {
+		lock = h.c.FairLock
+	}
+	l := lock(ctx, name)
 	if err := l.Wait(ctx); err != nil {
 		return nil, err
 	}

@@ -65,6 +65,7 @@ type scenario struct {
 var scenarios = []scenario{
 	{"uncontended", runUncontended},
 	{"hotlock", runHotlock},
+	{"fairlock", runFairlock},
 	{"rwlock", runRWLock},
 	{"waiting", runWaiting},
 	{"renewal", runRenewal},

@@ -33,6 +33,7 @@ var units = map[string]string{
 	"commands_per_handoff":   "commands",
 	"self_reacquire_frac":    "fraction",
 	"min_share":              "fraction",
+	"fifo_violations":        "grants",
 	"waiter_commands":        "commands",
 	"drain_ms":               "ms",
 	"renewal_commands_per_s": "commands/s",
@@ -56,6 +57,7 @@ var units = map[string]string{
 var metricOrder = []string{
 	"cycles_per_s", "contended_cycles_per_s", "acquire_p50_us", "acquire_p99_us", "allocs_per_cycle",
 	"handoffs_per_s", "handoff_p50_us", "handoff_p99_us", "commands_per_handoff", "self_reacquire_frac", "min_share",
+	"fifo_violations",
 	"waiter_commands", "drain_ms",
 	"renewal_commands_per_s", "heap_bytes_per_lock", "lost_holds",
 	"evalsha_per_s", "rtt_p50_us",

@@ -16,7 +16,7 @@
 //   - the local queue: pending requests in arrival order; only its head
 //     tries for the lock, one attempt at a time, and a refused head sleeps
 //     until a wake-up on the kind's channel or until the holder's TTL;
-//   - owners: one per owner field (CLIENTID:OWNER) with a hold in Redis,
+//   - owners: one per owner field (CLIENTID:INSTANCE:OWNER) with a hold in Redis,
 //     its reentry count, token and validity deadline, and its one
 //     operation slot (an owner changes its count in Redis one call at a
 //     time, each call stating the count it expects, so every call can be

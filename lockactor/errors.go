@@ -17,6 +17,7 @@ var (
 	ErrInvalidName   = scripts.ErrInvalidName
 	ErrInvalidOption = errors.New("holdfast: invalid option")
 	ErrNotHeld       = errors.New("holdfast: lock not held")
+	ErrFailover      = errors.New("holdfast: the Redis node holding the lock was demoted to a replica (failover); the promoted replica may grant the lock to others")
 	// ErrRedis wraps a Redis error reply that retrying cannot fix (NOPERM,
 	// unknown command, WRONGTYPE, a script error, NOAUTH): the request ends
 	// at once with it, the server's text following.

@@ -19,7 +19,7 @@ type Kind struct {
 	Name string
 
 	// HoldField, when set, gives the field a request of mode holds under,
-	// from its owner field (CLIENTID:OWNER): the read-write lock keeps an
+	// from its owner field (CLIENTID:INSTANCE:OWNER): the read-write lock keeps an
 	// owner's read and write holds apart. Nil: the owner field.
 	HoldField func(ownerField string, mode uint8) string
 
@@ -59,15 +59,19 @@ type Kind struct {
 	KeepAlive *scripts.Script
 	// KeepAliveKey is the key KeepAlive is called on for the lock name.
 	KeepAliveKey func(name string) string
-	// Place builds the call that gives r a place in the queue without
-	// taking the lock; it replies as Acquire, Held once r has its place.
-	// Every local waiter takes its place when it arrives, so that the queue
-	// in Redis holds the waiters of every client in the order they asked;
-	// the head of the local queue then confirms its grant with Acquire.
-	// Nil with KeepAlive set: a waiter's place is the one its refused
-	// Acquire left (the read-write lock's writer claim), kept alive the same
-	// way.
-	Place func(env Env, r *Request) scripts.Call
+	// Place builds the call that gives the requests rs (in their local
+	// order) places at the end of the queue without taking the lock; it
+	// replies as Acquire, Held once they have their places. Every local
+	// waiter takes its place when it arrives, so that the queue in Redis
+	// holds the waiters of every client in the order they asked; the head
+	// of the local queue then confirms its grant with Acquire. Nil with
+	// KeepAlive set: a waiter's place is the one its refused Acquire left
+	// (the read-write lock's writer claim), kept alive the same way.
+	Place func(env Env, rs []*Request) scripts.Call
+	// Queues, when set, tells which requests keep a place in Redis while
+	// they wait (with KeepAlive): the read-write lock's writers leave a
+	// claim there, its readers nothing. Nil: every request.
+	Queues func(r *Request) bool
 
 	// Channel is the pub/sub channel whose messages wake this client's
 	// waiters of the name (clientID is the owner fields' prefix).

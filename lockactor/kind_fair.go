@@ -26,8 +26,12 @@ var Fair = &Kind{
 		}
 		return fairAcquire(env, r, expected, mode)
 	},
-	Place: func(env Env, r *Request) scripts.Call {
-		return fairAcquire(env, r, 0, "place")
+	Place: func(env Env, rs []*Request) scripts.Call {
+		c := fairAcquire(env, rs[0], 0, "place")
+		for _, r := range rs[1:] {
+			c.Args = append(c.Args, r.Field)
+		}
+		return c
 	},
 	DecodeAcquire: DecodeAcquire,
 	Release: func(env Env, field string, expected int64) scripts.Call {
@@ -55,5 +59,5 @@ func fairAcquire(env Env, r *Request, expected int64, mode string) scripts.Call 
 }
 
 func fairKeys(name string) []string {
-	return []string{scripts.LockKey(name), scripts.FenceKey(name), scripts.FairQueueKey(name)}
+	return scripts.GrantKeys(name, scripts.FairQueueKey(name))
 }

@@ -51,16 +51,16 @@ func lockRelease(env Env, field string, expected int64) scripts.Call {
 // lockKeys are the KEYS of the reentrant lock's scripts for one name.
 // Calls share the slices: runtimes only read a Call's keys.
 type lockKeys struct {
-	acquire []string // acquire.lua and handoff.lua: lock, fence, fair queue, waiter mark
+	acquire []string // acquire.lua and handoff.lua: GrantKeys, fair queue, waiter mark
 	release []string // release.lua: lock, waiter mark
 	channel string
 }
 
 func newLockKeys(name string) *lockKeys {
-	lock, wait := scripts.LockKey(name), scripts.WaitKey(name)
+	grant := scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name))
 	return &lockKeys{
-		acquire: []string{lock, scripts.FenceKey(name), scripts.FairQueueKey(name), wait},
-		release: []string{lock, wait},
+		acquire: grant[:len(grant):len(grant)],
+		release: []string{grant[0], grant[len(grant)-1]},
 		channel: scripts.Channel(name),
 	}
 }

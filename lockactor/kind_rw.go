@@ -22,7 +22,7 @@ const (
 // holds the write lock; a writer always tries, because a writer that must
 // wait leaves a claim in Redis that makes new readers queue behind it
 // (writer preference) and keeps that claim alive like a fair waiter's
-// place (KeepAlive). A read request of an owner that holds the write lock
+// place (KeepAlive); readers keep nothing in Redis (Queues). A read request of an owner that holds the write lock
 // (write → read) is granted whatever waits, so it goes to the front of the
 // queue (Jump); a write request of an owner that holds a read lock is
 // refused by Redis with ErrWouldDeadlock.
@@ -39,6 +39,9 @@ var ReadWrite = &Kind{
 		keys, args := scripts.RWAcquireCall(env.Name, r.Field, r.Lease, expected, claim)
 		return scripts.Call{Script: scripts.RWAcquireScript, Keys: keys, Args: args}
 	},
+	// Only a writer's refused attempt leaves a place (its claim);
+	// readers keep nothing in Redis while they wait.
+	Queues:        func(r *Request) bool { return r.Mode == ModeWrite },
 	DecodeAcquire: decodeRWAcquire,
 	Release: func(env Env, field string, expected int64) scripts.Call {
 		keys, args := scripts.RWReleaseCall(env.Name, field, expected)

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -201,9 +200,9 @@ type Machine struct {
 
 	// The one acquire attempt in flight for the head of queue.
 	att attempt
-	// places counts the pending requests with a place in a queue kept by
-	// Redis (Kind.KeepAlive), which the keep-alive timer renews.
-	places int
+	// keepAliveArmed: the keep-alive timer of the places in a queue kept
+	// by Redis (Kind.KeepAlive) is set.
+	keepAliveArmed bool
 
 	// streak counts the handoffs since the lock was last granted fresh from
 	// Redis, at streakStart.
@@ -211,6 +210,10 @@ type Machine struct {
 	streakStart time.Time
 
 	blocked bool // the lock is held elsewhere; wait for a wake-up or the retry timer
+	// unheard: a wake-up came and the head has not tried since (it may not
+	// be allowed to yet): nothing may put the queue back to sleep before
+	// it does.
+	unheard bool
 	backoff time.Duration
 	// attemptErr is the error of the last failed attempt, cleared by an
 	// answer: a wait that runs out says what kept it from Redis.
@@ -219,7 +222,21 @@ type Machine struct {
 	channel    string // the channel subscribed to, while sub != subNone
 	shutdown   error
 
+	// inflight lists the calls on an owner field that have not been
+	// answered yet, whoever still waits for them. An owner can be lost (its
+	// deadline passed) while its release is in flight; a fresh grant of the
+	// same field must not be sent until that release is answered, or the
+	// two could run in Redis in the other order and the old release would
+	// delete the new hold.
+	inflight []fieldCall
+
 	out []Effect
+}
+
+// fieldCall is a script call in flight on an owner field.
+type fieldCall struct {
+	op    uint64
+	field string
 }
 
 // attempt is the fresh acquire in flight for the head of the queue.
@@ -255,7 +272,8 @@ func (m *Machine) Env() Env { return m.env }
 // Idle reports whether the machine holds nothing, waits for nothing and has
 // nothing in flight, so that its actor may stop.
 func (m *Machine) Idle() bool {
-	return len(m.reqs) == 0 && len(m.owners) == 0 && m.att.req == nil && m.sub == subNone
+	return len(m.reqs) == 0 && len(m.owners) == 0 && m.att.req == nil && m.sub == subNone &&
+		len(m.inflight) == 0
 }
 
 // Step applies one input at time now and returns the effects to carry out,
@@ -291,6 +309,7 @@ func (m *Machine) step(now time.Time, msg Msg) {
 	case MsgShutdown:
 		m.close(now, msg.Err)
 	case MsgReply:
+		m.answered(msg.Op)
 		m.reply(now, msg)
 	case MsgRenewReply:
 		m.renewReply(now, msg)
@@ -351,8 +370,34 @@ func (m *Machine) id() uint64 { m.nextID++; return m.nextID }
 
 // call emits a script call answered with op; field is the owner field it
 // may grant, if any.
-func (m *Machine) call(op uint64, c scripts.Call, field string) {
+// call emits script call op; field is the owner field it may write to
+// Redis (Effect.Field) and on the owner field whose count it reads or
+// changes, tracked until the call is answered (see inflight).
+func (m *Machine) call(op uint64, c scripts.Call, field, on string) {
+	if on != "" {
+		m.inflight = append(m.inflight, fieldCall{op, on})
+	}
 	m.emit(Effect{Kind: EffCall, Op: op, Call: c, Field: field})
+}
+
+// answered drops call op from the calls in flight.
+func (m *Machine) answered(op uint64) {
+	for i, c := range m.inflight {
+		if c.op == op {
+			m.inflight = slices.Delete(m.inflight, i, i+1)
+			return
+		}
+	}
+}
+
+// fieldBusy reports whether a call on field is in flight.
+func (m *Machine) fieldBusy(field string) bool {
+	for _, c := range m.inflight {
+		if c.field == field {
+			return true
+		}
+	}
+	return false
 }
 
 // --- requests ---
@@ -399,7 +444,7 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 		}
 		m.removeWaiting(r)
 		if r.ambiguous && r.owner == nil {
-			m.undo(now, r.Field, 1, now.Add(r.Lease))
+			m.undoFor(now, r, now.Add(r.Lease))
 		}
 		m.finish(r, err)
 	case stateHeld:
@@ -407,6 +452,19 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 		m.askRelease(now, r)
 	case stateReleasing:
 		// Already on its way out; the first cause stands.
+	}
+}
+
+// giveUp ends pending request r with err at once, even while an acquire of
+// its is in flight: the wait budget bounds the whole attempt, not just the
+// part before a call that may take CallTimeout to fail. The call is settled
+// in the background when its reply lands, as for any request that gave up
+// with its acquire in flight (r.ending): a grant it made is undone.
+func (m *Machine) giveUp(now time.Time, r *request, err error) {
+	m.end(now, r, err)
+	if r.ending {
+		m.removeWaiting(r)
+		m.finish(r, err)
 	}
 }
 
@@ -508,7 +566,8 @@ func (m *Machine) tryHead(now time.Time) {
 		return
 	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
-	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field)
+	m.unheard = false
+	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field, r.Field)
 	m.failTryOnceBehind()
 }
 
@@ -524,12 +583,17 @@ func (m *Machine) failTryOnceBehind() {
 
 // mayAttempt applies the kind's policy to the head request r. Whatever the
 // kind, r waits while an owner of its own field has an op in Redis (an undo
-// of a grant that may have happened): a fresh attempt could cross it.
+// of a grant that may have happened, or a lost owner's release not yet
+// answered): a fresh attempt could cross it.
 func (m *Machine) mayAttempt(r *request) bool {
 	for _, o := range m.owners {
 		if o.field == r.Field {
 			return false
 		}
+	}
+	if m.fieldBusy(r.Field) {
+		// A call of a lost owner of this field is still on its way.
+		return false
 	}
 	if m.kind.MayAttempt == nil {
 		return len(m.owners) == 0
@@ -609,7 +673,7 @@ func (m *Machine) reply(now time.Time, msg Msg) {
 		if r.placeOp == msg.Op {
 			var res AcquireResult
 			res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
-			m.placeReply(now, r, msg, res)
+			m.placeReply(now, msg, res)
 			return
 		}
 	}
@@ -632,7 +696,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 	r, sent, woke, handoff := m.att.req, m.att.sent, m.att.woke, m.att.handoff
 	m.att = attempt{op: m.att.op}
 	switch msg.Fault {
-	case Ambiguous, Transient:
+	case Ambiguous, Transient, Demoted:
 		if msg.Fault == Ambiguous {
 			r.ambiguous = true
 		}
@@ -682,6 +746,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		keep := m.queue[:0]
 		for _, q := range m.queue {
 			if q.Field == o.field {
+				m.unqueue(q) // the owner's place, if any, was this grant's
 				o.waiting = append(o.waiting, q)
 				continue
 			}
@@ -692,14 +757,14 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 	case Held:
 		// A kind that queues waiters in Redis left a place for r there,
 		// unless r only tried once.
-		r.ambiguous = m.kind.KeepAlive != nil && !r.tryOnce
+		r.ambiguous = m.queues(r) && !r.tryOnce
 		if r.ending || r.tryOnce {
 			err := r.endErr
 			if !r.ending {
 				err = ErrWaitTimeout
 			}
 			if r.ambiguous {
-				m.undo(now, r.Field, 1, now.Add(m.cfg.WaiterTimeout))
+				m.undoFor(now, r, now.Add(m.cfg.WaiterTimeout))
 			}
 			m.removeWaiting(r)
 			m.finish(r, err)
@@ -751,6 +816,7 @@ func (m *Machine) wake(now time.Time) {
 		m.blocked = false
 		m.cancelTimer(TimerRetry, 0)
 	}
+	m.unheard = true
 }
 
 // subscribe starts interest in the kind's channel for the waiters of r's
@@ -759,8 +825,7 @@ func (m *Machine) subscribe(r *request) {
 	if m.sub != subNone {
 		return
 	}
-	clientID, _, _ := strings.Cut(r.Field, ":")
-	m.sub, m.channel = subPending, m.kind.Channel(m.env.Name, clientID)
+	m.sub, m.channel = subPending, m.kind.Channel(m.env.Name, scripts.ClientOfField(r.Field))
 	m.emit(Effect{Kind: EffSubscribe, Channel: m.channel})
 }
 

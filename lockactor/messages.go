@@ -14,7 +14,7 @@ type ReqID uint64
 // Request is one Lock call as the machine sees it.
 type Request struct {
 	ID    ReqID
-	Field string        // hash field of the owner: CLIENTID:OWNER
+	Field string        // hash field of the owner: CLIENTID:INSTANCE:OWNER
 	Lease time.Duration // lease written to Redis
 	// Watchdog asks for renewal every Lease/3 while held. Without it the hold
 	// ends at its validity deadline (a fixed lease).
@@ -106,6 +106,11 @@ const (
 	// Permanent: Redis refused the call and will refuse it again (WRONGTYPE:
 	// the lock key holds something that is not a lock).
 	Permanent
+	// Demoted: the node refused a write as a replica (READONLY): a failover
+	// demoted it, and the promoted replica may grant the lock to others. A
+	// renewal that meets it ends the hold at once (ErrFailover); other calls
+	// treat it as Transient.
+	Demoted
 	// Unsynced: the call ran and Msg.Reply holds its reply, but fewer
 	// replicas than asked (Config.SyncReplicas) acknowledged it in time;
 	// Msg.Err wraps ErrReplicaSync. A grant so answered is undone and its

@@ -116,7 +116,7 @@ func (m *Machine) nextOp(now time.Time, o *owner) {
 		return
 	}
 	o.op.start(opAcquire, m.id(), r, o.count, now)
-	m.call(o.op.id, m.kind.Acquire(m.env, &r.Request, o.count), o.field)
+	m.call(o.op.id, m.kind.Acquire(m.env, &r.Request, o.count), o.field, o.field)
 }
 
 func (m *Machine) startRelease(now time.Time, o *owner, r *request, expected int64) {
@@ -125,7 +125,7 @@ func (m *Machine) startRelease(now time.Time, o *owner, r *request, expected int
 		// This release ends the hold: stop renewing it.
 		m.stopRenewal(o)
 	}
-	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, expected), "")
+	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, expected), "", o.field)
 }
 
 // handoffTo returns the local waiter that owner o's final release may hand
@@ -152,7 +152,7 @@ func (m *Machine) startHandoff(now time.Time, o *owner, r, h *request) {
 	m.stopRenewal(o)
 	m.streak++
 	m.att = attempt{op: o.op.id, req: h, sent: now, handoff: true}
-	m.call(o.op.id, m.kind.Handoff(m.env, o.field, &h.Request), h.Field)
+	m.call(o.op.id, m.kind.Handoff(m.env, o.field, &h.Request), h.Field, o.field)
 }
 
 // handoffReply settles both halves of a handoff. The release half is
@@ -192,16 +192,23 @@ func (m *Machine) repeatOp(o *owner) {
 	o.op.id = m.id()
 	o.op.retried = true
 	if o.op.kind == opAcquire {
-		m.call(o.op.id, m.kind.Acquire(m.env, &o.op.req.Request, o.op.expected), o.field)
+		m.call(o.op.id, m.kind.Acquire(m.env, &o.op.req.Request, o.op.expected), o.field, o.field)
 		return
 	}
-	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, o.op.expected), "")
+	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, o.op.expected), "", o.field)
 }
 
 // undo removes a grant that may have happened for field, in the background.
 func (m *Machine) undo(now time.Time, field string, count int64, until time.Time) {
 	if o := m.ownerOf(field); o != nil {
 		// The owner is busy in Redis already; its own ops settle the count.
+		return
+	}
+	if m.att.req != nil && m.att.req.Field == field {
+		// Another request of the field is trying for the lock: its fresh
+		// acquire answers a grant that may have happened as its own (count
+		// 1 is expected + 1), and it settles the field like any attempt.
+		// A release now could run after that acquire and take its grant.
 		return
 	}
 	o := m.newOwner(field, count, 0)
@@ -213,7 +220,7 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResu
 	r := o.op.req
 	o.op.kind, o.op.req = opNone, nil
 	switch msg.Fault {
-	case Transient:
+	case Transient, Demoted:
 		if r.ending {
 			m.finish(r, r.endErr)
 			m.nextOp(now, o)

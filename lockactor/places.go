@@ -11,27 +11,63 @@ import "time"
 // its places lapse after WaiterTimeout. A request that gives up releases
 // its place (it is marked ambiguous, so ending it undoes).
 
-// placeAll sends a place call for each waiter that has none yet.
+// placeAll sends one place call for the waiters without a place, once
+// every waiter ahead of them has its place: one call at a time, carrying
+// the waiters in their local order, so that the waiters of this client
+// reach Redis's queue in that order (calls in flight together may run in
+// any order) and a crowd takes its places in one round trip.
 func (m *Machine) placeAll(now time.Time) {
 	if m.kind.Place == nil || m.shutdown != nil {
 		return
 	}
+	var batch []*Request
+	var op uint64
 	for _, r := range m.queue {
-		if r.placed || r.placeOp != 0 || r.placeFailed || r.tryOnce || r.ending || r == m.att.req {
+		switch {
+		case r.placed || r.tryOnce || r.ending || !m.queues(r):
+			continue
+		case r == m.att.req || r.placeOp != 0 || r.placeFailed:
+			if op == 0 {
+				return // a place is on its way, or waits for the next tick
+			}
 			continue
 		}
-		r.placeOp = m.id()
+		if op == 0 {
+			op = m.id()
+		}
+		r.placeOp = op
 		r.ambiguous = true // from now on a place may exist for r
-		m.call(r.placeOp, m.kind.Place(m.env, &r.Request), "")
+		batch = append(batch, &r.Request)
+	}
+	if op != 0 {
+		m.call(op, m.kind.Place(m.env, batch), "", "")
 	}
 }
 
-// placeReply settles a place call.
-func (m *Machine) placeReply(now time.Time, r *request, msg Msg, res AcquireResult) {
+// queues reports whether r keeps a place in Redis while it waits.
+func (m *Machine) queues(r *request) bool {
+	return m.kind.KeepAlive != nil && (m.kind.Queues == nil || m.kind.Queues(&r.Request))
+}
+
+// placeReply settles a place call for every request it carried.
+func (m *Machine) placeReply(now time.Time, msg Msg, res AcquireResult) {
+	var rs []*request
+	for _, r := range m.queue {
+		if r.placeOp == msg.Op {
+			rs = append(rs, r)
+		}
+	}
+	for _, r := range rs {
+		m.placeSettled(now, r, msg, res)
+	}
+}
+
+// placeSettled applies a place call's outcome to one request.
+func (m *Machine) placeSettled(now time.Time, r *request, msg Msg, res AcquireResult) {
 	r.placeOp = 0
 	if r.ending {
 		m.removeWaiting(r)
-		m.undo(now, r.Field, 1, now.Add(m.cfg.WaiterTimeout))
+		m.undoFor(now, r, now.Add(m.cfg.WaiterTimeout))
 		m.finish(r, r.endErr)
 		return
 	}
@@ -48,6 +84,18 @@ func (m *Machine) placeReply(now time.Time, r *request, msg Msg, res AcquireResu
 		m.finish(r, res.Err)
 	case res.Code == Held:
 		m.setPlaced(now, r)
+		if m.att.req == nil && !m.blocked && !m.unheard {
+			// Placed waiters wait for their grant's message (or the
+			// holder's TTL), not for the local holder's release: trying
+			// at that release would only find them queued. A message
+			// that came before this reply is not lost (unheard).
+			m.subscribe(r)
+			sleep := res.PTTL
+			if sleep <= 0 {
+				sleep = m.cfg.NoTTLRetry
+			}
+			m.blockFor(now, sleep)
+		}
 	default:
 		// A place call never takes the lock; anything else means the owner
 		// field is in use in Redis already: the head's attempt will tell.
@@ -62,32 +110,26 @@ func (m *Machine) setPlaced(now time.Time, r *request) {
 		return
 	}
 	r.placed = true
-	m.places++
-	if m.places == 1 {
+	if !m.keepAliveArmed {
 		m.scheduleKeepAlive(now)
 	}
 }
 
 func (m *Machine) scheduleKeepAlive(now time.Time) {
+	m.keepAliveArmed = true
 	m.schedule(TimerKeepAlive, 0, now.Add(m.cfg.WaiterTimeout/3))
 }
 
 // unqueue stops keeping r's place (it was granted, or it ended and its
-// place is released by an undo).
+// place is released by an undo). The keep-alive timer, when it next fires
+// and finds no place left, stops by itself.
 func (m *Machine) unqueue(r *request) {
-	r.keepOp, r.placeFailed = 0, false
-	if !r.placed {
-		return
-	}
-	r.placed = false
-	m.places--
-	if m.places == 0 {
-		m.cancelTimer(TimerKeepAlive, 0)
-	}
+	r.keepOp, r.placeFailed, r.placed = 0, false, false
 }
 
 // keepAlive renews every place, and lets failed place calls repeat.
 func (m *Machine) keepAlive(now time.Time) {
+	m.keepAliveArmed = false
 	again := false
 	for _, r := range m.queue {
 		if r.placeFailed {
@@ -125,4 +167,19 @@ func (m *Machine) keepAliveReply(now time.Time, r *request, msg Msg) {
 	if len(m.queue) > 0 && m.queue[0] == r {
 		m.wake(now)
 	}
+}
+
+// undoFor undoes what the pending request r, which gives up, may have left
+// in Redis (a place, or a grant of its field). With a queue in Redis, a
+// place belongs to the owner field, not the request: while another
+// pending request of the same field waits, the place is still its own.
+func (m *Machine) undoFor(now time.Time, r *request, until time.Time) {
+	if m.kind.KeepAlive != nil {
+		for _, q := range m.queue {
+			if q != r && q.Field == r.Field && q.state == statePending && !q.ending {
+				return
+			}
+		}
+	}
+	m.undo(now, r.Field, 1, until)
 }

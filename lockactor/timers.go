@@ -26,6 +26,10 @@ func (m *Machine) renewReply(now time.Time, msg Msg) {
 		return
 	}
 	switch {
+	case msg.Fault == Demoted:
+		// Waiting out the lease would leave this hold believed while the new
+		// primary may grant the lock elsewhere.
+		m.ownerLost(now, o, fmt.Errorf("%w: renewal refused: %v", ErrFailover, msg.Err))
 	case msg.Fault == Permanent:
 		m.ownerLost(now, o, msg.Err)
 	case msg.Fault == NoFault && !msg.Renewed:
@@ -48,7 +52,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 	switch k.Kind {
 	case TimerWait:
 		if r := m.req(ReqID(k.ID)); r != nil && r.state == statePending {
-			m.end(now, r, withLast(ErrWaitTimeout, "last error", m.attemptErr))
+			m.giveUp(now, r, withLast(ErrWaitTimeout, "last error", m.attemptErr))
 		}
 	case TimerRetry:
 		m.blocked = false

@@ -1,9 +1,10 @@
 -- fair_acquire: take, confirm, re-enter or queue for the fair lock.
 --
 -- KEYS[1]  lock hash      holdfast:{NAME}
--- KEYS[2]  fence counter  holdfast:{NAME}:fence
--- KEYS[3]  queue          holdfast:{NAME}:q
--- ARGV[1]  owner field    CLIENTID:OWNER
+-- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[3]                 old per-name counter (see fence.lua)
+-- KEYS[4]  queue          holdfast:{NAME}:q
+-- ARGV[1]  owner field    CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
 -- ARGV[4]  WaiterTimeout in milliseconds
@@ -14,6 +15,7 @@
 --          place: only keep or take a place in the queue (a waiter behind
 --          others of its own client, which confirms later, as the head)
 -- ARGV[6]  channel prefix  holdfast:{NAME}:ch:
+-- ARGV[7..] place mode: more owner fields to place after ARGV[1], in order
 --
 -- Replies, as acquire.lua's:
 --   {1, count, token}  granted (fresh, confirmed grant, reentry, or a repeat)
@@ -28,7 +30,7 @@
 -- lease: its validity is dated from this call. Repeating a call that ran
 -- answers the same (count is expected + 1), so timeouts are settled by
 -- repeating.
-local H, F, Q = KEYS[1], KEYS[2], KEYS[3]
+local H, F, L, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local field, lease, expected = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local wt, mode, chprefix = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 
@@ -42,29 +44,35 @@ if v then count = tonumber(v) end
 if expected > 0 then
   if count == expected + 1 then
     extend(H, lease)
-    return {1, count, tonumber(redis.call('get', F) or '0')}
+    return {1, count, fence_peek(F, L)}
   end
   if count ~= expected then return {-1, math.max(count, 0)} end
   count = redis.call('hincrby', H, field, 1)
   extend(H, lease)
-  return {1, count, tonumber(redis.call('get', F) or '0')}
+  return {1, count, fence_peek(F, L)}
 end
 
 if mode == 'place' then
-  -- A place only: never take, never confirm (the head does).
+  -- Places only, for ARGV[1] and ARGV[7..] in that order: never take, never
+  -- confirm (the head of the caller's local queue does). A field granted
+  -- already (count 0) keeps its grant; one that holds (count > 0) answers
+  -- a mismatch.
   if count > 0 then return {-1, count} end
   local now = now_ms()
-  local mine = redis.call('hget', Q, field)
-  if count == 0 then
-    -- granted already: the head will confirm; nothing to queue
-  elseif mine then
-    redis.call('hset', Q, field, place(mine) .. ':' .. (now + wt))
-    extend(Q, wt)
-  else
-    local seq = redis.call('hincrby', Q, 'seq', 1)
-    redis.call('hset', Q, field, seq .. ':' .. (now + wt))
-    extend(Q, wt)
+  local fields = {field}
+  for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
+  for _, f in ipairs(fields) do
+    local mine = redis.call('hget', Q, f)
+    if redis.call('hget', H, f) then
+      -- granted already: the head will confirm; nothing to queue
+    elseif mine then
+      redis.call('hset', Q, f, place(mine) .. ':' .. (now + wt))
+    else
+      local seq = redis.call('hincrby', Q, 'seq', 1)
+      redis.call('hset', Q, f, seq .. ':' .. (now + wt))
+    end
   end
+  extend(Q, wt)
   local sleep = redis.call('pttl', H)
   if sleep < 0 or sleep > wt then sleep = wt end
   return {0, sleep}
@@ -72,12 +80,12 @@ end
 if count == 1 then
   -- A repeat of a grant that already ran.
   extend(H, lease)
-  return {1, 1, tonumber(redis.call('get', F) or '0')}
+  return {1, 1, fence_peek(F, L)}
 end
 if count > 1 then return {-1, count} end
 if count == 0 then
   -- Granted by a release: confirm.
-  return take(H, F, field, lease)
+  return take(H, F, L, field, lease)
 end
 
 local now = now_ms()
@@ -85,11 +93,11 @@ if redis.call('exists', H) == 0 and redis.call('exists', Q) == 1 then
   -- Free with waiters queued: their turn (the head's holder or grantee
   -- expired). The head may be this very owner.
   if grant_next(H, Q, now, wt, chprefix) == field then
-    return take(H, F, field, lease)
+    return take(H, F, L, field, lease)
   end
 end
 if redis.call('exists', H) == 0 and redis.call('exists', Q) == 0 then
-  return take(H, F, field, lease)
+  return take(H, F, L, field, lease)
 end
 
 local sleep = redis.call('pttl', H)

@@ -8,7 +8,8 @@
 --                          count 0; field "kind" = "fair" marks the kind.
 --                          PEXPIRE = the holder's lease, or WaiterTimeout
 --                          while a grant waits for its confirmation.
---   holdfast:{NAME}:fence  fencing counter, shared with every kind
+--   scripts.FenceKeys(NAME) fencing counters, shared with every kind (see
+--                          fence.lua, which scripts.go puts in front)
 --   holdfast:{NAME}:q      hash: waiter field -> "SEQ:DEADLINE_MS" (arrival
 --                          number, Redis time after which the waiter counts
 --                          as dead); field "seq" is the arrival counter.
@@ -30,10 +31,14 @@ local function place(v)
   return tonumber(string.sub(v, 1, c - 1)), tonumber(string.sub(v, c + 1))
 end
 
--- client is the ClientID part of an owner field (ClientIDs contain no ':').
+-- client is the CLIENTID:INSTANCE part of an owner field (scripts.Field;
+-- neither part contains ':'): it names one Client, even among Clients that
+-- share a ClientID.
 local function client(field)
   local c = string.find(field, ':', 1, true)
-  return string.sub(field, 1, c - 1)
+  local d = string.find(field, ':', c + 1, true)
+  if not d then return string.sub(field, 1, c - 1) end
+  return string.sub(field, 1, d - 1)
 end
 
 -- extend sets key's TTL to at least ms.
@@ -77,10 +82,10 @@ local function grant_next(H, Q, now, wt, chprefix)
 end
 
 -- take makes field the holder: count 1, the lease, a new fencing token.
-local function take(H, F, field, lease)
+local function take(H, F, L, field, lease)
   redis.call('hset', H, field, 1, 'kind', 'fair')
   extend(H, lease)
-  local token = redis.call('incr', F) -- fence: the one place a fair grant takes its token
+  local token = fence_take(F, L) -- the one place a fair grant takes its token
   return {1, 1, token}
 end
 

@@ -2,9 +2,10 @@
 -- when the lock becomes free, grant it to the longest-waiting live waiter.
 --
 -- KEYS[1]  lock hash   holdfast:{NAME}
--- KEYS[2]  fence counter (unused; keeps the fair scripts' keys alike)
--- KEYS[3]  queue       holdfast:{NAME}:q
--- ARGV[1]  owner field  CLIENTID:OWNER
+-- KEYS[2]  fence counters (unused; keep the fair scripts' keys alike)
+-- KEYS[3]
+-- KEYS[4]  queue       holdfast:{NAME}:q
+-- ARGV[1]  owner field  CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  the count the caller believes the owner holds; 0 removes the
 --          owner whatever its count
 -- ARGV[3]  WaiterTimeout in milliseconds: how long the next waiter has to
@@ -20,7 +21,7 @@
 --
 -- The grant is made here, inside the release: the next waiter is told on
 -- its own client's channel, and no other waiter wakes.
-local H, Q = KEYS[1], KEYS[3]
+local H, Q = KEYS[1], KEYS[4]
 local field, expected = ARGV[1], tonumber(ARGV[2])
 local wt, chprefix = tonumber(ARGV[3]), ARGV[4]
 

@@ -1,20 +1,16 @@
 -- fence_raise: raise the fencing counter of a name to at least a floor.
 --
--- KEYS[1]  fence counter  scripts.FenceKey(NAME)  the counter the acquire script INCRs
+-- KEYS[1]  lock hash      holdfast:{NAME} (unused: the keys are GrantKeys(NAME))
+-- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[3]                 old per-name counter (see fence.lua)
 -- ARGV[1]  floor T        the highest token a RedLock majority returned
 --
--- Reply: the counter after the call (>= T).
+-- Reply: the name's fence after the call (>= T): fence_peek.
 --
 -- A RedLock holder raises the counter on every node that granted it, so that
 -- the next grant on any of those nodes returns more than T, whatever its own
 -- counter said before. The counter is only ever raised, never lowered, so the
--- call is idempotent and safe to repeat after a timeout. This is the one place
--- that knows how the counter is stored: if its layout changes, only this
--- script (and scripts.FenceKey) change.
-local floor = tonumber(ARGV[1])
-local cur = tonumber(redis.call('get', KEYS[1]) or '0')
-if cur < floor then
-  redis.call('set', KEYS[1], ARGV[1])
-  return floor
-end
-return cur
+-- call is idempotent and safe to repeat after a timeout. How the counter is
+-- stored is fence.lua's business (fence_raise), which scripts.go puts in front.
+fence_raise(KEYS[2], KEYS[3], ARGV[1])
+return fence_peek(KEYS[2], KEYS[3])

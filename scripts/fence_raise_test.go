@@ -12,7 +12,7 @@ import (
 func TestFenceRaiseOnRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	fence := []string{scripts.FenceKey("n")}
+	fence := scripts.GrantKeys("n")
 	for _, tc := range []struct {
 		floor string
 		want  int64
@@ -26,7 +26,7 @@ func TestFenceRaiseOnRealRedis(t *testing.T) {
 			t.Fatalf("raise to %s: counter %d, want %d", tc.floor, got[0], tc.want)
 		}
 	}
-	got := run(t, c, scripts.Acquire, []string{scripts.LockKey("n"), scripts.FenceKey("n"), scripts.FairQueueKey("n"), scripts.WaitKey("n")}, "c:o", "10000", "0")
+	got := run(t, c, scripts.Acquire, scripts.GrantKeys("n", scripts.FairQueueKey("n"), scripts.WaitKey("n")), "c:o", "10000", "0")
 	if got[0] != scripts.AcquireGranted || got[2] != 41 {
 		t.Fatalf("acquire after raising to 40: %v, want token 41", got)
 	}

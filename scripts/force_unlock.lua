@@ -2,7 +2,8 @@
 -- (Client.ForceUnlock, an operator's tool).
 --
 -- KEYS[1]  lock hash      holdfast:{NAME}
--- KEYS[2]  fence counter  holdfast:{NAME}:fence
+-- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[3]                 old per-name counter (see fence.lua)
 -- ARGV[1]  the lock's pub/sub channel
 --
 -- Reply: 1 when a hold was removed, 0 when the name was free or in use as
@@ -14,6 +15,6 @@
 -- (its field is gone) and ends with Lost. Waiters are told, as on a release.
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], 'kind') == 1 then return 0 end
 redis.call('del', KEYS[1])
-redis.call('incr', KEYS[2])
+fence_take(KEYS[2], KEYS[3])
 redis.call('publish', ARGV[1], 'released')
 return 1

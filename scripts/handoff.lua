@@ -3,9 +3,10 @@
 -- process costs one round trip and wakes nobody else.
 --
 -- KEYS[1]  lock hash      holdfast:{NAME}
--- KEYS[2]  fence counter  holdfast:{NAME}:fence
--- KEYS[3]  fair queue     holdfast:{NAME}:q, not used: the keys are acquire.lua's
--- KEYS[4]  waiter mark    holdfast:{NAME}:w, set when the acquire half is
+-- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[3]                 old per-name counter (see fence.lua)
+-- KEYS[4]  fair queue     holdfast:{NAME}:q, not used: the keys are acquire.lua's
+-- KEYS[5]  waiter mark    holdfast:{NAME}:w, set when the acquire half is
 --                         refused, as acquire.lua sets it
 -- ARGV[1]  releasing owner field; the caller believes it holds count 1
 -- ARGV[2]  acquiring owner field; the caller believes it holds nothing
@@ -44,9 +45,9 @@ if redis.call('exists', KEYS[1]) == 1 then
   local pttl = redis.call('pttl', KEYS[1])
   local mark = tonumber(ARGV[3])
   if pttl > 0 then mark = pttl + mark end
-  redis.call('set', KEYS[4], '1', 'px', mark)
+  redis.call('set', KEYS[5], '1', 'px', mark)
   return {left, 0, pttl}
 end
 redis.call('hset', KEYS[1], ARGV[2], 1)
 redis.call('pexpire', KEYS[1], tonumber(ARGV[3]))
-return {left, 1, 1, redis.call('incr', KEYS[2])}
+return {left, 1, 1, fence_take(KEYS[2], KEYS[3])}

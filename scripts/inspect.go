@@ -11,7 +11,7 @@ var (
 	//go:embed inspect.lua
 	Inspect string
 	//go:embed force_unlock.lua
-	ForceUnlock string
+	forceUnlockBody string
 
 	//go:embed fair_inspect.lua
 	fairInspect string
@@ -19,8 +19,11 @@ var (
 	fairForceUnlock string
 
 	FairInspect     = fairCommon + fairInspect
-	FairForceUnlock = fairCommon + fairForceUnlock
+	FairForceUnlock = WithFence(fairCommon + fairForceUnlock)
 )
+
+// ForceUnlock takes a token to raise the fence: fence.lua goes in front.
+var ForceUnlock = WithFence(forceUnlockBody)
 
 // lockKeyPrefix and lockKeySuffix frame the name in LockKey.
 const (

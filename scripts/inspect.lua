@@ -1,6 +1,6 @@
 -- inspect: read the reentrant lock at KEYS[1] in one step, for Client.Inspect.
 --
--- KEYS[1]  lock hash  holdfast:{NAME}  field CLIENTID:OWNER -> reentry count
+-- KEYS[1]  lock hash  holdfast:{NAME}  field CLIENTID:INSTANCE:OWNER -> reentry count
 --
 -- Reply: {pttl, field1, count1, field2, count2, ...}. pttl is the key's PTTL
 -- (-1 when the key has no expiry); the pairs are the holders. {-2} when the

@@ -2,7 +2,7 @@
 --
 -- KEYS[1]  lock hash  holdfast:{NAME}
 -- KEYS[2]  waiter mark  holdfast:{NAME}:w, set by acquire.lua when it refuses
--- ARGV[1]  owner field  CLIENTID:OWNER
+-- ARGV[1]  owner field  CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  the count the caller believes the owner holds before this release;
 --          0 removes the owner's field whatever its count (abandon)
 -- ARGV[3]  the lock's pub/sub channel, told when the lock becomes free and

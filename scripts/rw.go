@@ -12,7 +12,7 @@ import (
 // each with a lease key of its own (RWLeaseKey) in the same hash slot.
 var (
 	//go:embed rw_acquire.lua
-	RWAcquire string
+	rwAcquireBody string
 	//go:embed rw_release.lua
 	RWRelease string
 	//go:embed rw_renew.lua
@@ -23,7 +23,13 @@ var (
 	//go:embed rw_inspect.lua
 	RWInspect string
 	//go:embed rw_force_unlock.lua
-	RWForceUnlock string
+	rwForceUnlockBody string
+)
+
+// The read-write scripts that take a fencing token, with fence.lua in front.
+var (
+	RWAcquire     = WithFence(rwAcquireBody)
+	RWForceUnlock = WithFence(rwForceUnlockBody)
 )
 
 // The read-write kind's scripts, registered for the runtimes.
@@ -59,7 +65,7 @@ func (m RWMode) String() string {
 const RWWouldDeadlock = -3
 
 // RWField is the hold field of the owner field ownerField's hold in mode m:
-// "CLIENTID:OWNER:r" or "CLIENTID:OWNER:w". It names the hold in the lock
+// "CLIENTID:INSTANCE:OWNER:r" or "CLIENTID:INSTANCE:OWNER:w". It names the hold in the lock
 // hash, in its lease key and in rw_renew's arguments; a read-write Request's
 // Field is its hold field.
 func RWField(m RWMode, ownerField string) string { return ownerField + ":" + string(m) }
@@ -89,7 +95,7 @@ func RWAcquireCall(name, holdField string, lease time.Duration, expected int64, 
 	if claim > 0 {
 		c = Millis(claim)
 	}
-	return []string{RWLeaseKey(name, holdField), LockKey(name), FenceKey(name), FairQueueKey(name)},
+	return []string{RWLeaseKey(name, holdField), LockKey(name), FenceKey(name), LegacyFenceKey(name), FairQueueKey(name)},
 		[]string{holdField, Millis(lease), strconv.FormatInt(expected, 10), c}
 }
 

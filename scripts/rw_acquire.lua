@@ -4,13 +4,14 @@
 -- KEYS[1]  lease key      holdfast:{NAME}:rw:HOLDFIELD, this hold's own lease
 -- KEYS[2]  lock hash      holdfast:{NAME}
 --          field kind            -> "rw" (marks the name as a read-write lock)
---          field CLIENTID:OWNER:r -> reentry count of the owner's read hold
---          field CLIENTID:OWNER:w -> reentry count of the owner's write hold
---          field CLIENTID:OWNER:c -> a waiting writer's claim (value 1)
+--          field CLIENTID:INSTANCE:OWNER:r -> reentry count of the owner's read hold
+--          field CLIENTID:INSTANCE:OWNER:w -> reentry count of the owner's write hold
+--          field CLIENTID:INSTANCE:OWNER:c -> a waiting writer's claim (value 1)
 --          PEXPIRE = the longest remaining lease among the fields' lease keys
--- KEYS[3]  fence counter  holdfast:{NAME}:fence  INCR on every fresh grant
--- KEYS[4]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
--- ARGV[1]  hold field     CLIENTID:OWNER:r (read) or CLIENTID:OWNER:w (write)
+-- KEYS[3]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[4]                 old per-name counter (see fence.lua)
+-- KEYS[5]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
+-- ARGV[1]  hold field     CLIENTID:INSTANCE:OWNER:r (read) or CLIENTID:INSTANCE:OWNER:w (write)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds in this mode (0 = fresh)
 -- ARGV[4]  claim lease in milliseconds (the client's WaiterTimeout); 0 makes a
@@ -26,9 +27,10 @@
 -- Rules: any number of read holds; a write hold excludes every hold of other
 -- owners. A writer that must wait leaves a claim, a lease of its own that
 -- the waiting process keeps alive (rw_keepalive.lua); while another owner's
--- claim is live, fresh readers wait behind it (writer preference), but an
--- owner that holds the name already (a reader re-entering, a writer taking
--- a read) is granted. A read holder asking for a fresh write hold would wait
+-- claim is live, fresh readers of other clients wait behind it (writer
+-- preference; within a client the local queue orders them), but an owner
+-- that holds the name already (a reader re-entering, a writer taking a
+-- read) is granted. A read holder asking for a fresh write hold would wait
 -- for itself: refused.
 --
 -- Replies:
@@ -55,15 +57,18 @@ end
 
 -- FENCE: the one place this script takes a fencing token.
 local function take_token()
-  return redis.call('incr', KEYS[3])
+  return fence_take(KEYS[3], KEYS[4])
 end
 
 local kind = redis.call('hget', key, 'kind')
-if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[4]) == 1 then
+if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[5]) == 1 then
   return {-2}
 end
 
 -- Prune dead fields; note who else holds and how long the live leases run.
+-- Claims of this owner's own client do not hold its readers back: within a
+-- client, the local queue already orders readers and writers.
+local client = string.match(owner, '^[^:]*')
 local writer, readers, claims = false, 0, 0
 local blockttl, claimttl = 0, 0
 local all = redis.call('hgetall', key)
@@ -80,8 +85,10 @@ for i = 1, #all, 2 do
         if m == ':w' then writer = true end
         if m == ':r' then readers = readers + 1 end
         if m == ':c' then
-          claims = claims + 1
-          claimttl = math.max(claimttl, ttl)
+          if string.match(o, '^[^:]*') ~= client then
+            claims = claims + 1
+            claimttl = math.max(claimttl, ttl)
+          end
         else
           blockttl = math.max(blockttl, ttl)
         end

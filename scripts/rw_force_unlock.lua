@@ -2,7 +2,8 @@
 -- (Client.ForceUnlock; layout in rw_acquire.lua).
 --
 -- KEYS[1]  lock hash      holdfast:{NAME}
--- KEYS[2]  fence counter  holdfast:{NAME}:fence
+-- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
+-- KEYS[3]                 old per-name counter (see fence.lua)
 -- ARGV[1]  the lock's pub/sub channel
 --
 -- Reply: 1 when the name was in use as a read-write lock and is now free
@@ -14,6 +15,6 @@ for i = 1, #fields, 2 do
   if fields[i] ~= 'kind' then redis.call('del', KEYS[1] .. ':rw:' .. fields[i]) end
 end
 redis.call('del', KEYS[1])
-redis.call('incr', KEYS[2])
+fence_take(KEYS[2], KEYS[3])
 redis.call('publish', ARGV[1], 'released')
 return 1

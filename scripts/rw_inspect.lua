@@ -5,7 +5,7 @@
 --
 -- Reply: {-3} when the name is not in use as a read-write lock; else
 -- {pttl, field1, count1, field2, count2, ...}: the hash's PTTL, then every
--- live hold and claim (CLIENTID:OWNER:r, :w or :c) whose own lease key still
+-- live hold and claim (CLIENTID:INSTANCE:OWNER:r, :w or :c) whose own lease key still
 -- exists. A dead hold whose lease ran out is not shown, though its field may
 -- linger until the next script prunes it.
 if redis.call('hget', KEYS[1], 'kind') ~= 'rw' then return {-3} end

@@ -2,9 +2,9 @@
 -- (the read-write kind's keep-alive batch; layout in rw_acquire.lua).
 --
 -- KEYS[i]      lock hash of waiter i: holdfast:{NAME}
--- ARGV[2i-1]   the waiter's hold field, "CLIENTID:OWNER:w" for a writer or
---              "CLIENTID:OWNER:r" for a reader; a writer's claim is the field
---              "CLIENTID:OWNER:c", with the lease key KEYS[i]..':rw:'..that
+-- ARGV[2i-1]   the waiter's hold field, "CLIENTID:INSTANCE:OWNER:w" for a writer or
+--              "CLIENTID:INSTANCE:OWNER:r" for a reader; a writer's claim is the field
+--              "CLIENTID:INSTANCE:OWNER:c", with the lease key KEYS[i]..':rw:'..that
 -- ARGV[2i]     claim lease in milliseconds (the WaiterTimeout)
 --
 -- Reply: an array with one entry per key: 1 when the writer's claim is still

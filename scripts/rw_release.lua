@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  lease key  holdfast:{NAME}:rw:HOLDFIELD
 -- KEYS[2]  lock hash  holdfast:{NAME}
--- ARGV[1]  hold field  CLIENTID:OWNER:r or CLIENTID:OWNER:w
+-- ARGV[1]  hold field  CLIENTID:INSTANCE:OWNER:r or CLIENTID:INSTANCE:OWNER:w
 -- ARGV[2]  the count the caller believes the owner holds in this mode before
 --          this release; 0 removes the owner's hold in this mode whatever its
 --          count (abandon). A write-mode release that finds no write hold, or

@@ -2,8 +2,8 @@
 -- watchdog's batch for the read-write kind; layout in rw_acquire.lua).
 --
 -- KEYS[i]      lock hash of hold i: holdfast:{NAME}
--- ARGV[2i-1]   hold field of hold i, FIELD: "CLIENTID:OWNER:r" (read) or
---              "CLIENTID:OWNER:w" (write); the hold's own lease key is
+-- ARGV[2i-1]   hold field of hold i, FIELD: "CLIENTID:INSTANCE:OWNER:r" (read) or
+--              "CLIENTID:INSTANCE:OWNER:w" (write); the hold's own lease key is
 --              KEYS[i]..':rw:'..FIELD (same hash slot)
 -- ARGV[2i]     lease of hold i in milliseconds
 --

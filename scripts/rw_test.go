@@ -95,14 +95,14 @@ type rwStep struct {
 
 func acq(name, owner string, m scripts.RWMode, lease, expected, claim int64) func() ([]string, []string) {
 	return func() ([]string, []string) {
-		return scripts.RWAcquireCall(name, scripts.RWField(m, "c:"+owner), time.Duration(lease)*time.Millisecond,
+		return scripts.RWAcquireCall(name, scripts.RWField(m, owner+":o"), time.Duration(lease)*time.Millisecond,
 			expected, time.Duration(claim)*time.Millisecond)
 	}
 }
 
 func rel(name, owner string, m scripts.RWMode, expected int64) func() ([]string, []string) {
 	return func() ([]string, []string) {
-		return scripts.RWReleaseCall(name, scripts.RWField(m, "c:"+owner), expected)
+		return scripts.RWReleaseCall(name, scripts.RWField(m, owner+":o"), expected)
 	}
 }
 
@@ -142,6 +142,12 @@ func TestRWScripts(t *testing.T) {
 			{desc: "writer waits and leaves a claim", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{0, pttl}},
 			{desc: "writer retry renews its claim", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{0, pttl}},
 			{desc: "new reader queues behind the claim, sleeps at most its lease", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{0, pttl}, max: 3000},
+			{desc: "a reader of the waiting writer's own client is not held back (its local queue orders them)", src: A, call: func() ([]string, []string) {
+				return scripts.RWAcquireCall("n", scripts.RWField(r, "w:other"), 10*time.Second, 0, 0)
+			}, want: []int64{1, 1, 3}},
+			{desc: "which leaves", src: R, call: func() ([]string, []string) {
+				return scripts.RWReleaseCall("n", scripts.RWField(r, "w:other"), 1)
+			}, want: []int64{0}},
 			{desc: "existing reader re-enters despite the claim", src: A, call: acq("n", "b", r, 10000, 1, 3000), want: []int64{1, 2, 2}},
 			{desc: "read to write would deadlock", src: A, call: acq("n", "a", w, 10000, 0, 3000), want: []int64{-3}},
 			{desc: "count mismatch", src: A, call: acq("n", "a", r, 10000, 5, 3000), want: []int64{-1, 2}},
@@ -153,17 +159,17 @@ func TestRWScripts(t *testing.T) {
 			{desc: "repeat of final release", src: R, call: rel("n", "a", r, 1), want: []int64{-1}},
 			{desc: "b inner", src: R, call: rel("n", "b", r, 2), want: []int64{1}},
 			{desc: "last reader leaves: one message", src: R, call: rel("n", "b", r, 1), want: []int64{0}, pub: 1},
-			{desc: "waiting writer granted, next token", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{1, 1, 3}},
+			{desc: "waiting writer granted, next token", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{1, 1, 4}},
 			{desc: "reader waits for the writer", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{0, pttl}},
 			{desc: "other writer waits", src: A, call: acq("n", "v", w, 10000, 0, 0), want: []int64{0, pttl}},
-			{desc: "write to read is allowed", src: A, call: acq("n", "w", r, 10000, 0, 3000), want: []int64{1, 1, 4}},
-			{desc: "write reentry keeps its token", src: A, call: acq("n", "w", w, 10000, 1, 3000), want: []int64{1, 2, 3}},
+			{desc: "write to read is allowed", src: A, call: acq("n", "w", r, 10000, 0, 3000), want: []int64{1, 1, 5}},
+			{desc: "write reentry keeps its token", src: A, call: acq("n", "w", w, 10000, 1, 3000), want: []int64{1, 2, 4}},
 			{desc: "write inner release", src: R, call: rel("n", "w", w, 2), want: []int64{1}},
 			{desc: "writer leaves, its read stays: one message", src: R, call: rel("n", "w", w, 1), want: []int64{0}, pub: 1},
-			{desc: "waiting reader now shares with the former writer", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{1, 1, 5}},
+			{desc: "waiting reader now shares with the former writer", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{1, 1, 6}},
 			{desc: "w's read ends", src: R, call: rel("n", "w", r, 1), want: []int64{0}},
 			{desc: "c abandons its read", src: R, call: rel("n", "c", r, 0), want: []int64{0}, pub: 1},
-			{desc: "writer on a free name, no claim left behind by v", src: A, call: acq("n", "v", w, 10000, 0, 0), want: []int64{1, 1, 6}},
+			{desc: "writer on a free name, no claim left behind by v", src: A, call: acq("n", "v", w, 10000, 0, 0), want: []int64{1, 1, 7}},
 			{desc: "writer leaves", src: R, call: rel("n", "v", w, 1), want: []int64{0}, pub: 1},
 		}
 		b.walk(t, steps)
@@ -171,7 +177,7 @@ func TestRWScripts(t *testing.T) {
 			t.Fatalf("%s: lock hash left behind", b.name)
 		}
 		// Kinds do not mix: a reentrant lock's hash refuses the rw scripts.
-		keys := []string{scripts.LockKey("p"), scripts.FenceKey("p"), scripts.FairQueueKey("p"), scripts.WaitKey("p")}
+		keys := scripts.GrantKeys("p", scripts.FairQueueKey("p"), scripts.WaitKey("p"))
 		b.eval(t, scripts.Acquire, keys, []string{"c:a", "10000", "0"})
 		b.walk(t, []rwStep{
 			{desc: "reader on a reentrant lock", src: A, call: acq("p", "b", r, 10000, 0, 3000), want: []int64{-2}},
@@ -196,7 +202,7 @@ func TestRWLeasesAreOwn(t *testing.T) {
 	A, R := scripts.RWAcquire, scripts.RWRelease
 	renew := func(b rwBackend, owner string, lease int64) int64 {
 		got := b.eval(t, scripts.RWRenew, []string{scripts.LockKey("n")},
-			[]string{scripts.RWField(r, "c:"+owner), strconv.FormatInt(lease, 10)})
+			[]string{scripts.RWField(r, owner+":o"), strconv.FormatInt(lease, 10)})
 		return got[0]
 	}
 	for _, b := range rwBackends(t) {
@@ -244,7 +250,7 @@ func TestRWLeasesAreOwn(t *testing.T) {
 		if n := b.do(t, "EXISTS", scripts.LockKey("n")); n != 0 {
 			t.Fatalf("%s: lock hash outlived every hold", b.name)
 		}
-		if n := b.do(t, "EXISTS", scripts.RWLeaseKey("n", scripts.RWField(r, "c:c"))); n != 0 {
+		if n := b.do(t, "EXISTS", scripts.RWLeaseKey("n", scripts.RWField(r, "c:o"))); n != 0 {
 			t.Fatalf("%s: lease key outlived its lease", b.name)
 		}
 	}
@@ -263,21 +269,21 @@ func TestRWClaimKeepAlive(t *testing.T) {
 			{desc: "reader", src: A, call: acq("k", "a", r, 5000, 0, 0), want: []int64{1, 1, 1}},
 			{desc: "writer claims", src: A, call: acq("k", "w", w, 5000, 0, 300), want: []int64{0, pttl}},
 		})
-		if keep(b, scripts.RWField(w, "c:x")) != 0 {
+		if keep(b, scripts.RWField(w, "x:o")) != 0 {
 			t.Fatalf("%s: keep-alive of a writer with no claim answered 1", b.name)
 		}
-		if keep(b, scripts.RWField(r, "c:y")) != 1 {
+		if keep(b, scripts.RWField(r, "y:o")) != 1 {
 			t.Fatalf("%s: keep-alive of a waiting reader answered 0", b.name)
 		}
 		for range 5 {
 			b.pass(100 * time.Millisecond)
-			if keep(b, scripts.RWField(w, "c:w")) != 1 {
+			if keep(b, scripts.RWField(w, "w:o")) != 1 {
 				t.Fatalf("%s: live claim not kept", b.name)
 			}
 		}
 		b.walk(t, []rwStep{{desc: "kept claim still blocks readers", src: A, call: acq("k", "b", r, 5000, 0, 0), want: []int64{0, pttl}}})
 		b.pass(350 * time.Millisecond)
-		if keep(b, scripts.RWField(w, "c:w")) != 0 {
+		if keep(b, scripts.RWField(w, "w:o")) != 0 {
 			t.Fatalf("%s: lapsed claim kept alive", b.name)
 		}
 		b.walk(t, []rwStep{{desc: "lapsed claim lets readers in", src: A, call: acq("k", "b", r, 5000, 0, 0), want: []int64{1, 1, 2}}})

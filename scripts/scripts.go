@@ -4,14 +4,37 @@
 //
 // # Key layout
 //
-// Every key and channel of a lock shares the hash tag {NAME}, so one script may
-// touch all of them on a Redis Cluster:
+// Every key and channel of a lock lies in the cluster hash slot of {NAME}, so
+// one script may touch all of them on a Redis Cluster:
 //
-//	holdfast:{NAME}        hash, field CLIENTID:OWNER -> reentry count, PEXPIRE = lease
-//	holdfast:{NAME}:fence  fencing counter, INCR on every fresh grant, no TTL
-//	holdfast:{NAME}:ch     pub/sub channel, told "released" when the lock becomes free
-//	                       and someone waits (see WaitKey)
-//	holdfast:{NAME}:w      waiter mark, set by a refused acquire, PEXPIRE = the sleep it covers
+//	holdfast:{NAME}             hash, field CLIENTID:INSTANCE:OWNER (see Field) -> reentry count, PEXPIRE = lease
+//	holdfast:slot:{TAG}:fence   fencing counter of every name in the slot of NAME (TAG is
+//	                            a short tag hashing to that slot), no TTL: FenceKey
+//	holdfast:{NAME}:fence       the per-name counter of earlier versions, read until a
+//	                            grant moves the slot counter past it, then deleted: LegacyFenceKey
+//	holdfast:{NAME}:ch          pub/sub channel, told "released" when the lock becomes free
+//	                            and someone waits (see WaitKey)
+//	holdfast:{NAME}:w           waiter mark, set by a refused acquire, PEXPIRE = the sleep it covers
+//
+// The fence counters are bounded: at most one per hash slot (16,384), however
+// many names are ever locked.
+//
+// # Taking a fencing token
+//
+// Every script that grants a hold, reads a hold's token or raises a fence
+// does it through the helpers of fence.lua, which this package puts in front
+// of the script (WithFence): fence_take(slot, legacy) on a fresh grant,
+// fence_peek for a hold already granted, fence_raise to lift a name's fence
+// above a token seen elsewhere. No script touches a fence key any other way.
+// Such a script's KEYS begin with GrantKeys(NAME, ...):
+//
+//	KEYS[1]  LockKey(NAME)
+//	KEYS[2]  FenceKey(NAME)        the slot counter    } FenceKeys(NAME)
+//	KEYS[3]  LegacyFenceKey(NAME)  the old counter     }
+//	KEYS[4…] the script's own keys (the fair queue, …)
+//
+// and it calls, e.g., token = fence_take(KEYS[2], KEYS[3]). A new script is
+// registered as NewScript("name", WithFence(body)).
 //
 // Kinds other than the reentrant lock add their own keys (see each kind's
 // scripts) and mark the lock hash with a field "kind" naming the kind; owner
@@ -31,21 +54,27 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
 // Lua sources, embedded from the .lua files beside this file.
 var (
-	//go:embed acquire.lua
-	Acquire string
 	//go:embed release.lua
 	Release string
 	//go:embed renew.lua
 	Renew string
+
+	//go:embed fence.lua
+	fencePrelude string
+	//go:embed acquire.lua
+	acquireBody string
 	//go:embed handoff.lua
-	Handoff string
+	handoffBody string
 	//go:embed fence_raise.lua
-	FenceRaise string
+	fenceRaiseBody string
+	// FenceRaise raises a name's fence to a floor; its KEYS are GrantKeys(NAME).
+	FenceRaise = WithFence(fenceRaiseBody)
 
 	//go:embed fair_common.lua
 	fairCommon string
@@ -56,6 +85,16 @@ var (
 	//go:embed fair_keepalive.lua
 	fairKeepAlive string
 )
+
+// The granting scripts of the reentrant lock, with fence.lua in front.
+var (
+	Acquire = WithFence(acquireBody)
+	Handoff = WithFence(handoffBody)
+)
+
+// WithFence returns the script body with fence.lua's helpers in front: the
+// one way a script takes, reads or raises a fencing token.
+func WithFence(body string) string { return fencePrelude + body }
 
 // Script is one Lua script. Scripts are made once, at package
 // initialisation, by NewScript; All lists them.
@@ -96,12 +135,13 @@ var (
 	FenceRaiseScript = NewScript("fence_raise", FenceRaise)
 )
 
-// The scripts of the fair lock. Each is fair_common.lua followed by the
-// script's own file: the queue logic they share is written once.
+// The scripts of the fair lock. Each is fence.lua and fair_common.lua
+// followed by the script's own file: the queue logic they share is written
+// once.
 var (
-	FairAcquireScript   = NewScript("fair_acquire", fairCommon+fairAcquire)
-	FairReleaseScript   = NewScript("fair_release", fairCommon+fairRelease)
-	FairKeepAliveScript = NewScript("fair_keepalive", fairCommon+fairKeepAlive)
+	FairAcquireScript   = NewScript("fair_acquire", WithFence(fairCommon+fairAcquire))
+	FairReleaseScript   = NewScript("fair_release", WithFence(fairCommon+fairRelease))
+	FairKeepAliveScript = NewScript("fair_keepalive", WithFence(fairCommon+fairKeepAlive))
 )
 
 // Replies of the acquire script (first element of its array reply).
@@ -153,8 +193,68 @@ func ValidateName(name string) error {
 // LockKey is the Redis key of the lock hash of name.
 func LockKey(name string) string { return "holdfast:{" + name + "}" }
 
-// FenceKey is the Redis key of the fencing counter of name.
-func FenceKey(name string) string { return "holdfast:{" + name + "}:fence" }
+// FenceKey is the Redis key of the fencing counter name draws its tokens
+// from: the counter of name's cluster hash slot, shared with every other name
+// of that slot.
+func FenceKey(name string) string { return slotFenceKeys()[Slot(LockKey(name))] }
+
+// LegacyFenceKey is the per-name fencing counter of holdfast versions before
+// the slot counters; the scripts read it while it exists (see fence.lua).
+func LegacyFenceKey(name string) string { return "holdfast:{" + name + "}:fence" }
+
+// FenceKeys returns the KEYS a script that takes a token for name passes to
+// the fence helpers: FenceKey(name), then LegacyFenceKey(name).
+func FenceKeys(name string) []string { return []string{FenceKey(name), LegacyFenceKey(name)} }
+
+// GrantKeys returns the KEYS of a script that takes, reads or raises name's
+// fencing token: LockKey(name), then FenceKeys(name), then more (the
+// script's own keys).
+func GrantKeys(name string, more ...string) []string {
+	return append([]string{LockKey(name), FenceKey(name), LegacyFenceKey(name)}, more...)
+}
+
+// slotFenceKeys holds the fence key of every hash slot, built on first use:
+// each is holdfast:slot:{TAG}:fence for the first base-36 number TAG whose
+// CRC16 falls in the slot (about 90,000 candidates cover all 16,384 slots).
+// The prefix "holdfast:slot:" keeps the keys apart from every lock's keys.
+var slotFenceKeys = sync.OnceValue(func() *[slots]string {
+	var keys [slots]string
+	left := slots
+	for i := int64(0); left > 0; i++ {
+		tag := strconv.FormatInt(i, 36)
+		if s := Slot("{" + tag + "}"); keys[s] == "" {
+			keys[s] = "holdfast:slot:{" + tag + "}:fence"
+			left--
+		}
+	}
+	return &keys
+})
+
+// slots is the number of Redis Cluster hash slots.
+const slots = 16384
+
+// Slot is the Redis Cluster hash slot of key: the CRC16 of its hash tag (the
+// text between the first '{' and the next '}', when not empty) or of the
+// whole key, mod 16384.
+func Slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % slots
+}
 
 // WaitKey is the waiter mark of name: acquire.lua sets it, with a TTL that
 // outlives the refused waiter's sleep, and release.lua announces a release
@@ -170,7 +270,8 @@ func FairQueueKey(name string) string { return "holdfast:{" + name + "}:q" }
 func Channel(name string) string { return "holdfast:{" + name + "}:ch" }
 
 // ClientChannel is the channel of name that reaches only the client
-// clientID: the fair lock tells a waiter of its grant there.
+// clientID (the CLIENTID:INSTANCE part of its owner fields, ClientOfField):
+// the fair lock tells a waiter of its grant there.
 func ClientChannel(name, clientID string) string { return Channel(name) + ":" + clientID }
 
 // NameOfChannel returns the lock name of a channel made by Channel (or by
@@ -190,5 +291,45 @@ func NameOfChannel(ch string) (string, bool) {
 	return rest[:i], true
 }
 
-// Field is the hash field of an owner of a client.
-func Field(clientID, owner string) string { return clientID + ":" + owner }
+// Field is the hash field of one owner of one Client in the lock hash:
+//
+//	CLIENTID ":" INSTANCE ":" OWNER
+//
+// CLIENTID is Config.ClientID, a readable label chosen by the user; by
+// default HOST "/" PID of the process (e.g. "web-3/4121"). INSTANCE is drawn
+// at random for every Client (12 hex digits), so two Clients never write the
+// same field even when they share a ClientID: exclusion never depends on the
+// user choosing unique labels. OWNER is the WithOwner id, or "~N" for the
+// N-th Lock call of the Client. Neither CLIENTID nor INSTANCE contains ':',
+// so the field splits unambiguously at its first two colons (ParseField);
+// OWNER may contain anything.
+func Field(clientID, instance, owner string) string {
+	return clientID + ":" + instance + ":" + owner
+}
+
+// ClientOfField returns the CLIENTID:INSTANCE part of an owner field, which
+// names one Client; for a field without an instance part, the part before
+// its first ':'.
+func ClientOfField(field string) string {
+	id, instance, _, ok := ParseField(field)
+	if !ok {
+		id, _, _ = strings.Cut(field, ":")
+		return id
+	}
+	return id + ":" + instance
+}
+
+// ParseField splits a field made by Field into its parts; ok is false for
+// a field without two colons (one written by hand, or by a holdfast version
+// whose fields were CLIENTID:OWNER).
+func ParseField(field string) (clientID, instance, owner string, ok bool) {
+	clientID, rest, ok := strings.Cut(field, ":")
+	if !ok {
+		return "", "", "", false
+	}
+	instance, owner, ok = strings.Cut(rest, ":")
+	if !ok {
+		return "", "", "", false
+	}
+	return clientID, instance, owner, true
+}

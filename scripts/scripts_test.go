@@ -3,6 +3,7 @@ package scripts_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -58,8 +59,8 @@ const pttl = -999
 func TestScriptsOnRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	lock, fence, ch := scripts.LockKey("s"), scripts.FenceKey("s"), scripts.Channel("s")
-	keys := []string{lock, fence, scripts.FairQueueKey("s"), scripts.WaitKey("s")}
+	lock, ch := scripts.LockKey("s"), scripts.Channel("s")
+	keys := scripts.GrantKeys("s", scripts.FairQueueKey("s"), scripts.WaitKey("s"))
 	rkeys := []string{lock, scripts.WaitKey("s")}
 	steps := []struct {
 		desc string
@@ -114,7 +115,7 @@ func TestScriptsOnRealRedis(t *testing.T) {
 func TestShorterReentryLeaseDoesNotCutTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	keys := []string{scripts.LockKey("t"), scripts.FenceKey("t"), scripts.FairQueueKey("t"), scripts.WaitKey("t")}
+	keys := scripts.GrantKeys("t", scripts.FairQueueKey("t"), scripts.WaitKey("t"))
 	run(t, c, scripts.Acquire, keys, "c:a", "60000", "0")
 	run(t, c, scripts.Acquire, keys, "c:a", "1000", "1")
 	if pttl, _ := srv.Do(t, "PTTL", keys[0]).AsInt64(); pttl < 50000 {
@@ -127,11 +128,95 @@ func TestWrongTypeAbortsBeforeWriting(t *testing.T) {
 	c := srv.Client(t)
 	srv.Do(t, "SET", scripts.LockKey("w"), "x")
 	res := rueidis.NewLuaScript(scripts.Acquire).Exec(context.Background(), c,
-		[]string{scripts.LockKey("w"), scripts.FenceKey("w"), scripts.FairQueueKey("w"), scripts.WaitKey("w")}, []string{"c:a", "1000", "0"})
+		scripts.GrantKeys("w", scripts.FairQueueKey("w"), scripts.WaitKey("w")), []string{"c:a", "1000", "0"})
 	if err := res.Error(); err == nil {
 		t.Fatal("acquire on a string key succeeded")
 	}
 	if n, _ := srv.Do(t, "EXISTS", scripts.FenceKey("w")).AsInt64(); n != 0 {
 		t.Fatal("fence counter written by a failed acquire")
+	}
+}
+
+func TestFieldParsesBack(t *testing.T) {
+	cases := []struct{ id, instance, owner string }{
+		{"web-3/4121", "0a1b2c3d4e5f", "~1"},
+		{"svc", "s1", "job:7:retry"}, // colons in the owner stay in the owner
+		{"", "x", ""},
+	}
+	for _, c := range cases {
+		f := scripts.Field(c.id, c.instance, c.owner)
+		id, instance, owner, ok := scripts.ParseField(f)
+		if !ok || id != c.id || instance != c.instance || owner != c.owner {
+			t.Errorf("ParseField(%q) = %q %q %q %v, want %q %q %q", f, id, instance, owner, ok, c.id, c.instance, c.owner)
+		}
+	}
+	for _, f := range []string{"", "svc", "svc:~1"} {
+		if _, _, _, ok := scripts.ParseField(f); ok {
+			t.Errorf("ParseField(%q) accepted a field without an instance part", f)
+		}
+	}
+}
+
+// A name's fence counter lies in its lock key's slot (so one script may touch
+// both on a cluster) and is no key of any lock.
+func TestFenceKeyInLockSlot(t *testing.T) {
+	for _, name := range []string{"a", "orders:42", "user}7", "{x}", "ü", strings.Repeat("n", scripts.MaxNameLen)} {
+		lock, fence := scripts.LockKey(name), scripts.FenceKey(name)
+		if scripts.Slot(fence) != scripts.Slot(lock) {
+			t.Errorf("%q: fence key %q in slot %d, lock key in %d", name, fence, scripts.Slot(fence), scripts.Slot(lock))
+		}
+		if !strings.HasPrefix(fence, "holdfast:slot:{") || strings.HasPrefix(fence, "holdfast:{") {
+			t.Errorf("%q: fence key %q could be a lock's key", name, fence)
+		}
+		if keys := scripts.FenceKeys(name); len(keys) != 2 || keys[0] != fence || keys[1] != scripts.LegacyFenceKey(name) {
+			t.Errorf("FenceKeys(%q) = %v", name, keys)
+		}
+	}
+	// Slot agrees with Redis Cluster's reference values.
+	for key, want := range map[string]uint16{"123456789": 12739, "foo": 12182, "{user1000}.following": 3443} {
+		if got := scripts.Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}
+
+// The fence helpers every granting script shares, on a real server: take
+// moves past an old per-name counter and deletes it, peek reads the larger,
+// raise lifts the slot counter above a token seen elsewhere.
+func TestFenceHelpers(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	keys := scripts.GrantKeys("f")
+	take := scripts.WithFence("return fence_take(KEYS[2], KEYS[3])")
+	peek := scripts.WithFence("return fence_peek(KEYS[2], KEYS[3])")
+	raise := scripts.WithFence("fence_raise(KEYS[2], KEYS[3], ARGV[1]) return fence_peek(KEYS[2], KEYS[3])")
+	srv.Do(t, "SET", scripts.LegacyFenceKey("f"), "40")
+	steps := []struct {
+		desc string
+		src  string
+		args []string
+		want int64
+	}{
+		{"peek sees the old counter", peek, nil, 40},
+		{"take passes it", take, nil, 41},
+		{"take counts on", take, nil, 42},
+		{"raise below changes nothing", raise, []string{"10"}, 42},
+		{"raise above lifts", raise, []string{"100"}, 100},
+		{"take after a raise exceeds it", take, nil, 101},
+	}
+	for _, s := range steps {
+		if got := run(t, c, s.src, keys, s.args...); len(got) != 1 || got[0] != s.want {
+			t.Fatalf("%s: got %v, want %d", s.desc, got, s.want)
+		}
+		if s.desc == "take passes it" {
+			if n, _ := srv.Do(t, "EXISTS", scripts.LegacyFenceKey("f")).AsInt64(); n != 0 {
+				t.Fatal("the old counter is still there once the slot counter passed it")
+			}
+		}
+	}
+	// An old counter above a raise: the raise keeps it readable.
+	srv.Do(t, "SET", scripts.LegacyFenceKey("f"), "500")
+	if got := run(t, c, raise, keys, "200"); got[0] != 500 {
+		t.Fatalf("raise to 200 under an old counter of 500 reads %d", got[0])
 	}
 }

@@ -23,7 +23,10 @@ fi
 
 go vet ./...
 go test -race -count=1 "$@" ./...
-# The simulator's property test once more: 10,000 schedules (a hundred times
-# rapid's default; about a minute on two cores, docs/simulation.md), after
-# the committed fail files under testdata/rapid/ that every run replays first.
+# The simulator's property tests once more: 10,000 schedules of the
+# reentrant lock's (a hundred times rapid's default; about a minute on two
+# cores, docs/simulation.md) and 1,000 of the fair and read-write locks',
+# after the committed fail files under testdata/rapid/ that every run
+# replays first.
 go test -count=1 -run '^TestLockProperties$' -rapid.checks=10000 "$@" .
+go test -count=1 -run 'TestFairLockProperties|TestRWLockProperties' -rapid.checks=1000 "$@" .

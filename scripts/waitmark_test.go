@@ -32,7 +32,7 @@ func TestReleaseAnnouncesOnlyToWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	lock, mark, ch := scripts.LockKey("m"), scripts.WaitKey("m"), scripts.Channel("m")
-	keys := []string{lock, scripts.FenceKey("m"), scripts.FairQueueKey("m"), mark}
+	keys := scripts.GrantKeys("m", scripts.FairQueueKey("m"), mark)
 	rkeys := []string{lock, mark}
 	step := func(desc string, wantPub int64, f func()) {
 		t.Helper()

@@ -34,6 +34,7 @@ type ClientConfig struct {
 type Client struct {
 	w           *World
 	id          string
+	instance    string // the random part of its owner fields, by creation order here
 	machineCfg  lockactor.Config
 	drift       float64
 	public      *holdfast.Client
@@ -70,7 +71,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 	if cfg.WatchdogTimeout == 0 {
 		cfg.WatchdogTimeout = 3 * time.Second
 	}
-	c := &Client{w: w, id: cfg.ID, drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
+	c := &Client{w: w, id: cfg.ID, instance: "s" + strconv.Itoa(len(w.clients)+1), drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
 		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow, WaiterTimeout: cfg.WaiterTimeout}}
 	pub, err := clientkit.NewClient(holdfast.Config{
 		Clock:           w.clock,
@@ -88,6 +89,11 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 	w.clients = append(w.clients, c)
 	return c.public
 }
+
+// Instance names the Client's owner fields apart from those of every other
+// Client of the World, whatever their IDs: a deterministic stand-in for the
+// random instance part of holdfast's owner fields, so that a run replays.
+func (c *Client) Instance() string { return c.instance }
 
 // now is the client's own clock, drift included.
 func (c *Client) now() time.Time { return c.clockAt(c.w.now) }
@@ -122,6 +128,8 @@ func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 			}
 			m.handles[req.ID] = h
 			m.fields[req.ID] = req.Field
+			c.w.history = append(c.w.history, Event{Kind: Enqueued, At: c.w.now, Req: uint64(req.ID), Client: c.id,
+				Name: name, Field: req.Field, Generation: c.w.generation})
 			c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: req})
 		})
 	})

@@ -62,6 +62,14 @@ func (w *World) RestartPrimary() {
 	w.reconnectAll()
 }
 
+// RestartPrimaryPersisted restarts the primary with persistence that loses
+// nothing (appendfsync always): its keys, fencing counters included, come
+// back as they were; connections drop and clients resync.
+func (w *World) RestartPrimaryPersisted() {
+	w.epoch++
+	w.reconnectAll()
+}
+
 // Revive brings a node that failed over back, as a replica of the primary.
 func (w *World) Revive() {
 	for i, n := range w.nodes {

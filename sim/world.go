@@ -386,6 +386,7 @@ const (
 	Renewed             // the watchdog moved the deadline
 	Releasing           // the holder gave the lock up (Release, or its context ended)
 	Lost
+	Enqueued // the Lock call reached its client's machine
 )
 
 // Event is one entry of the World's history: a grant or the end of a Lock.

@@ -15,7 +15,7 @@ import (
 
 const statusHelp = `usage: holdfast status [--redis URL] [--json] NAME...
 
-Show what Redis holds of each lock NAME: its kind, holders (CLIENTID:OWNER as the
+Show what Redis holds of each lock NAME: its kind, holders (CLIENTID:INSTANCE:OWNER as the
 holder's Client stored it, and its reentry count), remaining TTL, fencing counter
 and queued waiters.
 `
@@ -45,7 +45,7 @@ type lockStatus struct {
 }
 
 type holder struct {
-	Owner string `json:"owner"` // CLIENTID:OWNER as stored
+	Owner string `json:"owner"` // CLIENTID:INSTANCE:OWNER as stored
 	Count int64  `json:"count"`
 	Mode  string `json:"mode,omitempty"`
 }
@@ -122,7 +122,7 @@ func statusMain(args []string, stdout, _ io.Writer) (int, error) {
 		return 0, enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER (CLIENTID:OWNER)\tCOUNT\tTTL\tFENCE\tWAITERS")
+	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER (CLIENTID:INSTANCE:OWNER)\tCOUNT\tTTL\tFENCE\tWAITERS")
 	for _, st := range out {
 		kind, ttl := "free", "-"
 		if st.Kind != "" {

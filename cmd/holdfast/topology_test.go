@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // startProcess runs a Redis binary until the test ends and waits until addr
@@ -66,7 +67,7 @@ func TestSentinelURL(t *testing.T) {
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
 		t.Fatalf("exec through Sentinel: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
-	if fence, err := srv.Do(t, "GET", "holdfast:{nightly}:fence").AsInt64(); err != nil || fence != 1 {
+	if fence, err := srv.Do(t, "GET", scripts.FenceKey("nightly")).AsInt64(); err != nil || fence != 1 {
 		t.Fatalf("the primary's fence is %d (%v) after the exec through Sentinel, want 1", fence, err)
 	}
 	r = runHoldfast(t, "status", "--redis", url, "nightly")

@@ -21,9 +21,10 @@ import (
 
 // Server is one redis-server process owned by a test.
 type Server struct {
-	t    testing.TB
-	Addr string
-	dir  string
+	t       testing.TB
+	Addr    string
+	dir     string
+	persist bool // append-only file, fsync on every write
 
 	mu  sync.Mutex
 	cmd *exec.Cmd
@@ -51,6 +52,16 @@ func Start(t testing.TB) *Server {
 	return s
 }
 
+// StartPersistent is Start with an append-only file synced on every write:
+// Restart brings the keyspace back as it was at the kill.
+func StartPersistent(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{t: t, Addr: freeAddr(t), dir: t.TempDir(), persist: true}
+	s.start()
+	t.Cleanup(s.Kill)
+	return s
+}
+
 func freeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -66,10 +77,15 @@ func (s *Server) start() {
 	s.t.Helper()
 	bin := Binary(s.t)
 	_, port, _ := net.SplitHostPort(s.Addr)
-	cmd := exec.Command(bin,
-		"--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+	aof := []string{"--appendonly", "no"}
+	if s.persist {
+		aof = []string{"--appendonly", "yes", "--appendfsync", "always"}
+	}
+	args := append([]string{
+		"--port", port, "--bind", "127.0.0.1", "--save", "",
 		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no",
-		"--protected-mode", "no")
+		"--protected-mode", "no"}, aof...)
+	cmd := exec.Command(bin, args...)
 	if err := cmd.Start(); err != nil {
 		s.t.Fatalf("redistest: starting redis-server: %v", err)
 	}
@@ -130,7 +146,8 @@ func (s *Server) Kill() {
 	cmd.Wait()
 }
 
-// Restart kills the server and starts a new, empty one on the same address.
+// Restart kills the server and starts a new one on the same address: empty,
+// or with the keyspace of the kill for a server from StartPersistent.
 func (s *Server) Restart() {
 	s.t.Helper()
 	s.Kill()

@@ -1,0 +1,263 @@
+package holdfast_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/sim"
+)
+
+// Property tests of the fair lock, on the same simulator, faults and
+// invariants as TestLockProperties (exclusion, validity, fencing, a Lock
+// that ended never comes back, liveness once faults stop, nothing left in
+// Redis), plus the fair lock's own: waiters are granted in the order they
+// asked, as long as they stayed live and connected. FairLocks use the name
+// "f"; plain Locks on "f" are refused with ErrWrongKind while it is in use
+// as fair, and plain Locks on "a" run beside them.
+
+// fairWorld adds to propWorld what the FIFO check needs to know: when each
+// client was cut off (paused or partitioned), and when data was rolled back
+// or the primary changed.
+type fairWorld struct {
+	*propWorld
+	// cuts: the intervals in which each client was paused or partitioned
+	// (to is zero while the cut lasts).
+	cuts [][]cut
+	// failAt: failovers and restarts (the queue may be rolled back, and
+	// calls in flight fail).
+	failAt []time.Time
+	// margin: requests asked closer together than this may reach Redis in
+	// either order (a one-way delay, and up to two round trips behind the
+	// client's earlier place call).
+	margin time.Duration
+}
+
+type cut struct {
+	from, to  time.Time
+	partition bool
+}
+
+func TestFairLockProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		cfg := sim.Config{
+			Seed:           rapid.Int64().Draw(rt, "seed"),
+			Replicas:       rapid.IntRange(0, 2).Draw(rt, "replicas"),
+			MaxDelay:       time.Duration(rapid.IntRange(1, 20).Draw(rt, "maxDelayMs")) * time.Millisecond,
+			ReplicationLag: time.Duration(rapid.IntRange(1, 50).Draw(rt, "lagMs")) * time.Millisecond,
+		}
+		p := &propWorld{w: sim.New(cfg)}
+		f := &fairWorld{propWorld: p, margin: 5*cfg.MaxDelay + time.Millisecond}
+		for i := 0; i < 3; i++ {
+			p.clients = append(p.clients, p.w.NewClient(sim.ClientConfig{
+				WatchdogTimeout: time.Duration(rapid.IntRange(300, 3000).Draw(rt, "watchdogMs")) * time.Millisecond,
+				WaiterTimeout:   time.Duration(rapid.IntRange(300, 2000).Draw(rt, "waiterTimeoutMs")) * time.Millisecond,
+				Drift:           float64(rapid.IntRange(-5, 5).Draw(rt, "drift‰")) / 1000,
+			}))
+			p.paused = append(p.paused, false)
+			f.cuts = append(f.cuts, nil)
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"fair":      f.fair,
+			"crowd":     f.crowd,
+			"plain":     f.plain,
+			"release":   p.release,
+			"cancel":    p.cancel,
+			"advance":   p.advance,
+			"pause":     f.pause,
+			"resume":    f.resume,
+			"failover":  f.failover,
+			"restart":   f.restart,
+			"partition": f.partition,
+			"heal":      f.heal,
+			"droppub":   func(*rapid.T) { p.w.DropPubSub(0.5) },
+			"":          f.check,
+		})
+		f.check(rt)
+		p.liveness(rt)
+	})
+}
+
+// fair asks for a FairLock on "f". Time then moves on past the network's
+// delay, so that requests reach Redis in the order they were made.
+func (f *fairWorld) fair(t *rapid.T) {
+	i := rapid.IntRange(0, len(f.clients)-1).Draw(t, "client")
+	f.fairOn(t, i)
+	f.w.Advance(f.margin + time.Millisecond)
+}
+
+// crowd queues several FairLocks of one client at once: each takes its own
+// place in Redis.
+func (f *fairWorld) crowd(t *rapid.T) {
+	i := rapid.IntRange(0, len(f.clients)-1).Draw(t, "client")
+	for n := rapid.IntRange(2, 4).Draw(t, "crowd"); n > 0; n-- {
+		f.fairOn(t, i)
+		f.w.Advance(f.margin + time.Millisecond)
+	}
+}
+
+func (f *fairWorld) fairOn(t *rapid.T, i int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	if owner := rapid.SampledFrom([]string{"", "", "x"}).Draw(t, "owner"); owner != "" {
+		ctx = holdfast.WithOwner(ctx, owner) // reentry: the one allowed overtaking
+	}
+	var opts []holdfast.Option
+	if rapid.Bool().Draw(t, "fixedLease") {
+		opts = append(opts, holdfast.WithLease(time.Duration(rapid.IntRange(200, 3000).Draw(t, "leaseMs"))*time.Millisecond))
+	}
+	switch rapid.IntRange(0, 3).Draw(t, "wait") {
+	case 1:
+		opts = append(opts, holdfast.WithWait(0))
+	case 2:
+		opts = append(opts, holdfast.WithWait(time.Duration(rapid.IntRange(1, 5000).Draw(t, "waitMs"))*time.Millisecond))
+	}
+	l := f.clients[i].FairLock(ctx, "f", opts...)
+	f.locks = append(f.locks, &tracked{l: l, client: i, cancel: cancel})
+}
+
+// plain asks for a plain Lock on "f" (refused while "f" is used as fair)
+// or on "a".
+func (f *fairWorld) plain(t *rapid.T) {
+	i := rapid.IntRange(0, len(f.clients)-1).Draw(t, "client")
+	name := rapid.SampledFrom([]string{"a", "f"}).Draw(t, "name")
+	ctx, cancel := context.WithCancel(context.Background())
+	l := f.clients[i].Lock(ctx, name, holdfast.WithWait(time.Duration(rapid.IntRange(0, 3000).Draw(t, "waitMs"))*time.Millisecond))
+	f.locks = append(f.locks, &tracked{l: l, client: i, cancel: cancel})
+}
+
+func (f *fairWorld) pause(t *rapid.T) {
+	i := rapid.IntRange(0, len(f.clients)-1).Draw(t, "client")
+	f.w.Pause(f.clients[i])
+	f.paused[i] = true
+	f.cuts[i] = append(f.cuts[i], cut{from: f.w.Now()})
+}
+
+func (f *fairWorld) resume(t *rapid.T) {
+	i := rapid.IntRange(0, len(f.clients)-1).Draw(t, "client")
+	f.w.Resume(f.clients[i])
+	f.paused[i] = false
+	f.endCuts(i, false)
+}
+
+func (f *fairWorld) partition(t *rapid.T) {
+	i := rapid.IntRange(0, len(f.clients)-1).Draw(t, "client")
+	f.w.Partition(f.clients[i])
+	f.cuts[i] = append(f.cuts[i], cut{from: f.w.Now(), partition: true})
+}
+
+func (f *fairWorld) heal(*rapid.T) {
+	f.w.Heal()
+	for i := range f.cuts {
+		f.endCuts(i, true)
+	}
+}
+
+// endCuts ends client i's open cuts of one sort (partitions or pauses).
+func (f *fairWorld) endCuts(i int, partition bool) {
+	for j := range f.cuts[i] {
+		if c := &f.cuts[i][j]; c.to.IsZero() && c.partition == partition {
+			c.to = f.w.Now()
+		}
+	}
+}
+
+func (f *fairWorld) failover(t *rapid.T) {
+	f.propWorld.failover(t)
+	f.failAt = append(f.failAt, f.w.Now())
+}
+
+func (f *fairWorld) restart(t *rapid.T) {
+	f.propWorld.restart(t)
+	f.failAt = append(f.failAt, f.w.Now())
+}
+
+// fairReq is one FairLock as the history tells it.
+type fairReq struct {
+	client, field string
+	clientIdx     int
+	enqueued      time.Time
+	granted       time.Time // when its grant ran in Redis (zero: never)
+	ended         time.Time // when it was lost (zero: not yet)
+}
+
+func (f *fairWorld) check(t *rapid.T) {
+	f.propWorld.check(t)
+	f.checkFIFO(t)
+}
+
+// checkFIFO: when a waiter B is granted "f", no waiter A that asked before
+// it (by more than the margin) is still waiting, unless A's client was cut off (paused, partitioned)
+// or the primary changed between A's request and B's grant, or B is a
+// reentry (an owner given by WithOwner), or A only tried once. A new
+// request never overtakes a queued one (no barging), and a live waiter is
+// never dropped from the queue (it would come back behind later ones).
+func (f *fairWorld) checkFIFO(t *rapid.T) {
+	ids := f.w.Clients()
+	index := map[string]int{}
+	for i, id := range ids {
+		index[id] = i
+	}
+	reqs := map[string]*fairReq{}
+	var order []*fairReq
+	for _, e := range f.w.History() {
+		if e.Name != "f" {
+			continue
+		}
+		key := fmt.Sprintf("%s/%d", e.Client, e.Req)
+		switch e.Kind {
+		case sim.Enqueued:
+			r := &fairReq{client: e.Client, field: e.Field, clientIdx: index[e.Client], enqueued: e.At}
+			reqs[key] = r
+			order = append(order, r)
+		case sim.Acquired:
+			if r := reqs[key]; r != nil && r.granted.IsZero() {
+				r.granted = e.GrantedAt
+			}
+		case sim.Lost:
+			if r := reqs[key]; r != nil {
+				r.ended = e.At
+			}
+		}
+	}
+	for j, b := range order {
+		if b.granted.IsZero() || !strings.Contains(b.field, ":~") {
+			continue
+		}
+		for _, a := range order[:j] {
+			if !a.enqueued.Before(b.enqueued) || f.cutWithin(a.clientIdx, a.enqueued, b.granted) ||
+				f.failedBetween(a.enqueued, b.granted) {
+				continue
+			}
+			waiting := (a.granted.IsZero() || a.granted.After(b.granted)) && (a.ended.IsZero() || a.ended.After(b.granted))
+			if waiting && a.enqueued.Add(f.margin).Before(b.enqueued) {
+				t.Fatalf("fifo: %s %s (asked at %v) granted at %v while %s %s, asked at %v, still waited",
+					b.client, b.field, b.enqueued.Sub(sim.Start), b.granted.Sub(sim.Start),
+					a.client, a.field, a.enqueued.Sub(sim.Start))
+			}
+		}
+	}
+}
+
+// cutWithin reports whether client i was cut off at any time in [from, to].
+func (f *fairWorld) cutWithin(i int, from, to time.Time) bool {
+	for _, c := range f.cuts[i] {
+		if !c.from.After(to) && (c.to.IsZero() || !c.to.Before(from)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *fairWorld) failedBetween(from, to time.Time) bool {
+	for _, c := range f.failAt {
+		if !c.Before(from) && !c.After(to) {
+			return true
+		}
+	}
+	return false
+}

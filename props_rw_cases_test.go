@@ -1,0 +1,146 @@
+package holdfast_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/holdfast/holdfast"
+)
+
+// Targeted read-write properties on the simulator, over the rwWorld of
+// props_rw_test.go: sharing, writer preference, and dead readers.
+
+// TestRWReadersOverlap: readers of distinct owners on several clients, with
+// no writer, all hold the name at once.
+func TestRWReadersOverlap(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		n := rapid.IntRange(2, 6).Draw(rt, "readers")
+		for range n {
+			i := rapid.IntRange(0, 2).Draw(rt, "client")
+			l := p.clients[i].ReadLock(context.Background(), "a") // watchdog, no wait budget
+			p.locks = append(p.locks, &rwTracked{l: l, client: i, cancel: func() {}})
+		}
+		p.w.Advance(time.Second)
+		for _, tr := range p.locks {
+			if !isClosed(tr.l.Acquired) || isClosed(tr.l.Lost) {
+				rt.Fatalf("reader not holding beside the others: %v", tr.l.Err())
+			}
+		}
+		p.check(rt)
+		owners := map[string]bool{}
+		for _, h := range rwHolds(p.w) {
+			owners[h.owner()] = true
+		}
+		if p.overlap != len(owners) {
+			rt.Fatalf("%d reader owners, at most %d held at once", len(owners), p.overlap)
+		}
+		p.liveness(rt)
+	})
+}
+
+// TestRWWriterPreference: readers hold; a writer asks; new readers keep
+// arriving while the first ones leave one by one. No reader that arrived
+// after the writer's claim reached Redis is granted before the writer (an
+// owner already holding a read hold re-enters, which is not a new reader),
+// and the writer is granted within a few message delays of the last early
+// reader's release.
+func TestRWWriterPreference(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		ctx := context.Background()
+		var early []*holdfast.Lock
+		for i := range rapid.IntRange(1, 4).Draw(rt, "early") {
+			l := p.clients[i%2].ReadLock(holdfast.WithOwner(ctx, fmt.Sprintf("e%d", i)), "a")
+			early = append(early, l)
+		}
+		p.w.Advance(200 * time.Millisecond)
+		for _, l := range early {
+			if !isClosed(l.Acquired) {
+				rt.Fatalf("early reader not granted: %v", l.Err())
+			}
+		}
+		w := p.clients[2].WriteLock(ctx, "a")
+		p.w.Advance(10 * p.maxDelay) // the writer's attempt has run: its claim is in Redis
+		var late []*holdfast.Lock
+		for len(early) > 0 {
+			switch rapid.IntRange(0, 2).Draw(rt, "step") {
+			case 0:
+				i := len(late)
+				late = append(late, p.clients[i%2].ReadLock(holdfast.WithOwner(ctx, fmt.Sprintf("l%d", i)), "a"))
+			case 1:
+				i := rapid.IntRange(0, len(early)-1).Draw(rt, "leaver")
+				early[i].Release(ctx)
+				early = append(early[:i], early[i+1:]...)
+			default:
+				p.w.Advance(time.Duration(rapid.IntRange(1, 100).Draw(rt, "ms")) * time.Millisecond)
+			}
+			if isClosed(w.Acquired) && len(early) > 0 {
+				rt.Fatalf("writer granted while %d early readers hold", len(early))
+			}
+			for _, l := range late {
+				if isClosed(l.Acquired) && !isClosed(w.Acquired) {
+					rt.Fatal("a reader that came after the waiting writer was granted before it")
+				}
+			}
+		}
+		bound := 6*p.maxDelay + 10*time.Millisecond
+		p.w.Advance(bound)
+		if !isClosed(w.Acquired) {
+			rt.Fatalf("writer not granted %v after the last early reader left (max delay %v): %v", bound, p.maxDelay, w.Err())
+		}
+		for _, l := range late {
+			if isClosed(l.Acquired) {
+				rt.Fatal("late reader granted beside the writer")
+			}
+		}
+		w.Release(ctx)
+		// Each client grants its waiting readers one round trip after another.
+		bound = time.Duration(len(late)+2)*3*p.maxDelay + 10*time.Millisecond
+		p.w.Advance(bound)
+		for _, l := range late {
+			if !isClosed(l.Acquired) {
+				rt.Fatalf("late reader not granted %v after the writer left: %v", bound, l.Err())
+			}
+		}
+		p.check(rt)
+		for _, l := range late {
+			l.Release(ctx)
+		}
+		p.liveness(rt)
+	})
+}
+
+// TestRWDeadReaderExpires: readers on every client hold; one client dies
+// (pauses) while the others keep renewing theirs. One lease (plus a call on
+// the wire) after it stopped, the dead client's hold is gone from Redis,
+// while the live readers still hold.
+func TestRWDeadReaderExpires(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		for i := range p.clients {
+			l := p.clients[i].ReadLock(context.Background(), "a")
+			p.locks = append(p.locks, &rwTracked{l: l, client: i, cancel: func() {}})
+		}
+		p.w.Advance(time.Duration(rapid.IntRange(100, 2000).Draw(rt, "beforeMs")) * time.Millisecond)
+		dead := rapid.IntRange(0, 2).Draw(rt, "dead")
+		p.w.Pause(p.clients[dead])
+		p.paused[dead], p.pausedAt[dead] = true, p.w.Now()
+		end := p.w.Now().Add(rwMaxLease + 2*p.maxDelay)
+		for p.w.Now().Before(end) {
+			p.w.Advance(time.Duration(rapid.IntRange(1, 500).Draw(rt, "stepMs")) * time.Millisecond)
+			p.check(rt)
+		}
+		p.check(rt) // the dead client's hold keys must be gone now
+		for _, tr := range p.locks {
+			if tr.client != dead && (isClosed(tr.l.Lost) || !isClosed(tr.l.Acquired)) {
+				rt.Fatalf("live reader on c%d lost its hold: %v", tr.client+1, tr.l.Err())
+			}
+		}
+		p.liveness(rt)
+	})
+}

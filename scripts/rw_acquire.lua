@@ -67,8 +67,10 @@ end
 
 -- Prune dead fields; note who else holds and how long the live leases run.
 -- Claims of this owner's own client do not hold its readers back: within a
--- client, the local queue already orders readers and writers.
-local client = string.match(owner, '^[^:]*')
+-- client, the local queue already orders readers and writers. A client is
+-- CLIENTID:INSTANCE, the first two parts of a field (ClientIDs may be
+-- shared; the instance part is not).
+local client = string.match(owner, '^[^:]*:[^:]*')
 local writer, readers, claims = false, 0, 0
 local blockttl, claimttl = 0, 0
 local all = redis.call('hgetall', key)
@@ -85,7 +87,7 @@ for i = 1, #all, 2 do
         if m == ':w' then writer = true end
         if m == ':r' then readers = readers + 1 end
         if m == ':c' then
-          if string.match(o, '^[^:]*') ~= client then
+          if string.match(o, '^[^:]*:[^:]*') ~= client then
             claims = claims + 1
             claimttl = math.max(claimttl, ttl)
           end

@@ -95,14 +95,14 @@ type rwStep struct {
 
 func acq(name, owner string, m scripts.RWMode, lease, expected, claim int64) func() ([]string, []string) {
 	return func() ([]string, []string) {
-		return scripts.RWAcquireCall(name, scripts.RWField(m, owner+":o"), time.Duration(lease)*time.Millisecond,
+		return scripts.RWAcquireCall(name, scripts.RWField(m, owner+":i:o"), time.Duration(lease)*time.Millisecond,
 			expected, time.Duration(claim)*time.Millisecond)
 	}
 }
 
 func rel(name, owner string, m scripts.RWMode, expected int64) func() ([]string, []string) {
 	return func() ([]string, []string) {
-		return scripts.RWReleaseCall(name, scripts.RWField(m, owner+":o"), expected)
+		return scripts.RWReleaseCall(name, scripts.RWField(m, owner+":i:o"), expected)
 	}
 }
 
@@ -143,10 +143,10 @@ func TestRWScripts(t *testing.T) {
 			{desc: "writer retry renews its claim", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{0, pttl}},
 			{desc: "new reader queues behind the claim, sleeps at most its lease", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{0, pttl}, max: 3000},
 			{desc: "a reader of the waiting writer's own client is not held back (its local queue orders them)", src: A, call: func() ([]string, []string) {
-				return scripts.RWAcquireCall("n", scripts.RWField(r, "w:other"), 10*time.Second, 0, 0)
+				return scripts.RWAcquireCall("n", scripts.RWField(r, "w:i:other"), 10*time.Second, 0, 0)
 			}, want: []int64{1, 1, 3}},
 			{desc: "which leaves", src: R, call: func() ([]string, []string) {
-				return scripts.RWReleaseCall("n", scripts.RWField(r, "w:other"), 1)
+				return scripts.RWReleaseCall("n", scripts.RWField(r, "w:i:other"), 1)
 			}, want: []int64{0}},
 			{desc: "existing reader re-enters despite the claim", src: A, call: acq("n", "b", r, 10000, 1, 3000), want: []int64{1, 2, 2}},
 			{desc: "read to write would deadlock", src: A, call: acq("n", "a", w, 10000, 0, 3000), want: []int64{-3}},
@@ -202,7 +202,7 @@ func TestRWLeasesAreOwn(t *testing.T) {
 	A, R := scripts.RWAcquire, scripts.RWRelease
 	renew := func(b rwBackend, owner string, lease int64) int64 {
 		got := b.eval(t, scripts.RWRenew, []string{scripts.LockKey("n")},
-			[]string{scripts.RWField(r, owner+":o"), strconv.FormatInt(lease, 10)})
+			[]string{scripts.RWField(r, owner+":i:o"), strconv.FormatInt(lease, 10)})
 		return got[0]
 	}
 	for _, b := range rwBackends(t) {
@@ -250,7 +250,7 @@ func TestRWLeasesAreOwn(t *testing.T) {
 		if n := b.do(t, "EXISTS", scripts.LockKey("n")); n != 0 {
 			t.Fatalf("%s: lock hash outlived every hold", b.name)
 		}
-		if n := b.do(t, "EXISTS", scripts.RWLeaseKey("n", scripts.RWField(r, "c:o"))); n != 0 {
+		if n := b.do(t, "EXISTS", scripts.RWLeaseKey("n", scripts.RWField(r, "c:i:o"))); n != 0 {
 			t.Fatalf("%s: lease key outlived its lease", b.name)
 		}
 	}
@@ -269,21 +269,21 @@ func TestRWClaimKeepAlive(t *testing.T) {
 			{desc: "reader", src: A, call: acq("k", "a", r, 5000, 0, 0), want: []int64{1, 1, 1}},
 			{desc: "writer claims", src: A, call: acq("k", "w", w, 5000, 0, 300), want: []int64{0, pttl}},
 		})
-		if keep(b, scripts.RWField(w, "x:o")) != 0 {
+		if keep(b, scripts.RWField(w, "x:i:o")) != 0 {
 			t.Fatalf("%s: keep-alive of a writer with no claim answered 1", b.name)
 		}
-		if keep(b, scripts.RWField(r, "y:o")) != 1 {
+		if keep(b, scripts.RWField(r, "y:i:o")) != 1 {
 			t.Fatalf("%s: keep-alive of a waiting reader answered 0", b.name)
 		}
 		for range 5 {
 			b.pass(100 * time.Millisecond)
-			if keep(b, scripts.RWField(w, "w:o")) != 1 {
+			if keep(b, scripts.RWField(w, "w:i:o")) != 1 {
 				t.Fatalf("%s: live claim not kept", b.name)
 			}
 		}
 		b.walk(t, []rwStep{{desc: "kept claim still blocks readers", src: A, call: acq("k", "b", r, 5000, 0, 0), want: []int64{0, pttl}}})
 		b.pass(350 * time.Millisecond)
-		if keep(b, scripts.RWField(w, "w:o")) != 0 {
+		if keep(b, scripts.RWField(w, "w:i:o")) != 0 {
 			t.Fatalf("%s: lapsed claim kept alive", b.name)
 		}
 		b.walk(t, []rwStep{{desc: "lapsed claim lets readers in", src: A, call: acq("k", "b", r, 5000, 0, 0), want: []int64{1, 1, 2}}})

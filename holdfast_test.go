@@ -82,12 +82,12 @@ func notLost(t testing.TB, l *holdfast.Lock) {
 }
 
 // lockKeys returns the lock hashes left in Redis (fence counters are kept
-// by design: they never expire).
+// by design: they never expire; waiter marks lapse by themselves).
 func lockKeys(t testing.TB, srv *redistest.Server) []string {
 	t.Helper()
 	var out []string
 	for _, k := range srv.Keys(t) {
-		if !strings.HasSuffix(k, ":fence") {
+		if !strings.HasSuffix(k, ":fence") && !strings.HasSuffix(k, ":w") {
 			out = append(out, k)
 		}
 	}
@@ -724,4 +724,43 @@ func TestRenewalsAreBatched(t *testing.T) {
 		}
 	}
 	noLockKeys(t, srv)
+}
+
+// TestLingerCountsFromLastIdle: an actor's linger timer keeps running while
+// the actor is busy again; when it fires, an actor idle for less than the
+// linger time (actor.DefaultIdleTimeout, 1s) since its last idle moment
+// lingers on, and one busy then passivates once idle long enough.
+func TestLingerCountsFromLastIdle(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	cycle := func() *holdfast.Lock {
+		l := c.Lock(context.Background(), "linger")
+		mustAcquire(t, l)
+		return l
+	}
+	if err := cycle().Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Now() // the linger timer fires about 1s from here
+	time.Sleep(600 * time.Millisecond)
+	if err := cycle().Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(first.Add(1300 * time.Millisecond)))
+	if n := c.Actors(); n != 1 {
+		t.Fatalf("%d actors 0.7s after the last release, want the lingering one", n)
+	}
+	// Busy across the next firing.
+	held := cycle()
+	time.Sleep(1200 * time.Millisecond)
+	if err := held.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(waitFor)
+	for c.Actors() > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := c.Actors(); n != 0 {
+		t.Fatalf("%d actors alive long after the last release", n)
+	}
 }

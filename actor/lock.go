@@ -28,10 +28,12 @@ type lockActor struct {
 	// since it was last idle: on a crash, each is released (abandoned).
 	fields smallMap[string, struct{}]
 	done   bool // passivated or stopped: ignore everything
-	// idle is the linger timer of an idle actor; idleSeq tells its firing
-	// from that of an earlier one.
+	// idle is the linger timer of an idle actor (left running when the
+	// actor gets busy again); idleSeq tells its firing from that of an
+	// earlier one.
 	idle    *timerwheel.Timer
 	idleSeq uint64
+	idleAt  time.Time // when the actor last became idle
 }
 
 type timer struct {
@@ -92,9 +94,16 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 	case idleTimeout:
 		if a.idle != nil && msg.seq == a.idleSeq {
 			a.idle = nil
-			if a.m.Idle() && !a.done {
-				a.passivate(ctx)
+			if !a.m.Idle() || a.done {
+				return
 			}
+			// The timer is left running while the actor is busy (see step):
+			// the linger counts from the actor's last idle moment.
+			if due := a.idleAt.Add(a.sys.cfg.IdleTimeout); a.sys.cfg.Clock.Now().Before(due) {
+				a.lingerUntil(due)
+				return
+			}
+			a.passivate(ctx)
 		}
 	case crash:
 		panic("holdfast: injected crash")
@@ -123,10 +132,10 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 	*buf = effs[:0]
 	effectBufs.Put(buf)
 	if !a.m.Idle() {
-		if a.idle != nil {
-			a.idle.Stop()
-			a.idle = nil
-		}
+		// A pending linger timer keeps running: when it fires, it sees
+		// the actor busy, or idle since a later moment and lingers on.
+		// Stopping and scheduling it again on every cycle cost two
+		// allocations per cycle.
 		return
 	}
 	a.fields.reset()
@@ -134,14 +143,20 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 		a.passivate(ctx)
 		return
 	}
+	// Linger a while: a lock taken again soon keeps its actor.
+	a.idleAt = now
 	if a.idle == nil {
-		// Linger a while: a lock taken again soon keeps its actor.
-		a.idleSeq++
-		seq := a.idleSeq
-		a.idle = a.sys.cfg.Wheel.Schedule(now.Add(a.sys.cfg.IdleTimeout), func() {
-			a.send(idleTimeout{seq})
-		})
+		a.lingerUntil(now.Add(a.sys.cfg.IdleTimeout))
 	}
+}
+
+// lingerUntil schedules the idle actor's linger timer.
+func (a *lockActor) lingerUntil(t time.Time) {
+	a.idleSeq++
+	seq := a.idleSeq
+	a.idle = a.sys.cfg.Wheel.Schedule(t, func() {
+		a.send(idleTimeout{seq})
+	})
 }
 
 // passivate stops the actor if no request is on its way to it.
@@ -177,11 +192,7 @@ func (a *lockActor) apply(e lockactor.Effect) {
 		if e.Field != "" {
 			a.fields.set(e.Field, struct{}{})
 		}
-		op, c := e.Op, e.Call
-		s.call(func(ctx context.Context) {
-			vals, err := s.cfg.Redis.Call(ctx, c)
-			a.reply(lockactor.Msg{Kind: lockactor.MsgReply, Op: op, Reply: vals, Err: err, Fault: s.cfg.Redis.Classify(err)})
-		})
+		s.callScript(a, e.Op, e.Call)
 	case lockactor.EffRenew:
 		op := e.Op
 		s.cfg.Renewer.Add(renewal.Item{Script: e.Script, Key: e.Key, Field: e.Field, Lease: e.Lease,

@@ -100,6 +100,12 @@ type Kind struct {
 type Env struct {
 	Name string
 	Cfg  *Config
+	// Waiters: this client has requests queued on the name, which listen
+	// for the announcement of a release (set for Release calls).
+	Waiters bool
+	// keys are the reentrant lock's KEYS, made once per machine so that a
+	// cycle does not build its key strings again (nil: built per call).
+	keys *lockKeys
 }
 
 // Hold is one owner field's hold on the name, as MayAttempt sees it.

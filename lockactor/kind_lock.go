@@ -17,7 +17,7 @@ var Reentrant = &Kind{
 	Acquire: func(env Env, r *Request, expected int64) scripts.Call {
 		return scripts.Call{
 			Script: scripts.AcquireScript,
-			Keys:   scripts.GrantKeys(env.Name, scripts.FairQueueKey(env.Name)),
+			Keys:   env.lockKeys().acquire,
 			Args:   []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)},
 		}
 	},
@@ -27,7 +27,7 @@ var Reentrant = &Kind{
 	Handoff: func(env Env, from string, to *Request) scripts.Call {
 		return scripts.Call{
 			Script: scripts.HandoffScript,
-			Keys:   scripts.GrantKeys(env.Name),
+			Keys:   env.lockKeys().acquire,
 			Args:   []string{from, to.Field, scripts.Millis(to.Lease)},
 		}
 	},
@@ -40,11 +40,38 @@ var Reentrant = &Kind{
 }
 
 func lockRelease(env Env, field string, expected int64) scripts.Call {
+	k := env.lockKeys()
 	return scripts.Call{
 		Script: scripts.ReleaseScript,
-		Keys:   []string{scripts.LockKey(env.Name)},
-		Args:   []string{field, strconv.FormatInt(expected, 10), scripts.Channel(env.Name)},
+		Keys:   k.release,
+		Args:   []string{field, strconv.FormatInt(expected, 10), k.channel, flag(env.Waiters)},
 	}
+}
+
+// lockKeys are the KEYS of the reentrant lock's scripts for one name.
+// Calls share the slices: runtimes only read a Call's keys.
+type lockKeys struct {
+	acquire []string // acquire.lua and handoff.lua: GrantKeys, fair queue, waiter mark
+	release []string // release.lua: lock, waiter mark
+	channel string
+}
+
+func newLockKeys(name string) *lockKeys {
+	grant := scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name))
+	return &lockKeys{
+		acquire: grant[:len(grant):len(grant)],
+		release: []string{grant[0], grant[len(grant)-1]},
+		channel: scripts.Channel(name),
+	}
+}
+
+// lockKeys returns the machine's keys, or builds them for an Env made
+// elsewhere.
+func (env Env) lockKeys() *lockKeys {
+	if env.keys != nil {
+		return env.keys
+	}
+	return newLockKeys(env.Name)
 }
 
 // DecodeAcquire decodes the reply of acquire.lua (and of any script that
@@ -94,4 +121,12 @@ func decodeInt(vals []int64) (int64, error) {
 		return 0, errMalformedReply
 	}
 	return vals[0], nil
+}
+
+// flag renders a boolean script argument.
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
 }

@@ -150,6 +150,9 @@ type owner struct {
 	deadline time.Time
 	held     []*request // requests holding the lock through this owner
 	waiting  []*request // reentries and releases waiting for the op slot, in order
+	// heldBuf and waitBuf back held and waiting while they hold one request
+	// (the common case), so an owner's first hold and release allocate nothing.
+	heldBuf, waitBuf [1]*request
 
 	op        opSlot
 	undoUntil time.Time // undo owners: a possible grant has expired by then
@@ -254,7 +257,7 @@ func New(name string, cfg Config) *Machine {
 		kind:    Reentrant,
 		backoff: cfg.Backoff,
 	}
-	m.env = Env{Name: name, Cfg: &m.cfg}
+	m.env = Env{Name: name, Cfg: &m.cfg, keys: newLockKeys(name)}
 	return m
 }
 

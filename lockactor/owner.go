@@ -17,6 +17,7 @@ func (m *Machine) newOwner(field string, count int64, token uint64) *owner {
 	}
 	o := &owner{gen: m.id(), field: field, count: count, token: token, current: true}
 	o.op.backoff = m.cfg.Backoff
+	o.held, o.waiting = o.heldBuf[:0], o.waitBuf[:0]
 	m.owners = append(m.owners, o)
 	return o
 }
@@ -124,7 +125,7 @@ func (m *Machine) startRelease(now time.Time, o *owner, r *request, expected int
 		// This release ends the hold: stop renewing it.
 		m.stopRenewal(o)
 	}
-	m.call(o.op.id, m.kind.Release(m.env, o.field, expected), "", o.field)
+	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, expected), "", o.field)
 }
 
 // handoffTo returns the local waiter that owner o's final release may hand
@@ -194,7 +195,7 @@ func (m *Machine) repeatOp(o *owner) {
 		m.call(o.op.id, m.kind.Acquire(m.env, &o.op.req.Request, o.op.expected), o.field, o.field)
 		return
 	}
-	m.call(o.op.id, m.kind.Release(m.env, o.field, o.op.expected), "", o.field)
+	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, o.op.expected), "", o.field)
 }
 
 // undo removes a grant that may have happened for field, in the background.
@@ -404,4 +405,13 @@ func (m *Machine) stopRenewal(o *owner) {
 		o.watchdog = false
 		m.cancelTimer(TimerRenew, o.gen)
 	}
+}
+
+// releaseEnv is the Env of a release call: it says whether this client's
+// own requests wait on the name, so that the release is announced to them
+// even when no other process marked itself waiting.
+func (m *Machine) releaseEnv() Env {
+	env := m.env
+	env.Waiters = len(m.queue) > 0
+	return env
 }

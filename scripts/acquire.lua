@@ -4,6 +4,7 @@
 -- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
 -- KEYS[3]                 old per-name counter (see fence.lua)
 -- KEYS[4]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
+-- KEYS[5]  waiter mark    holdfast:{NAME}:w      set when this call refuses (see below)
 -- ARGV[1]  owner field    CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds before this grant (0 = fresh)
@@ -12,7 +13,11 @@
 --   {1, count, token}  granted; token is the fencing token of the owner's hold
 --                      (a nested grant or a repeat answers fence_peek: at
 --                      least the hold's token, below any later grant's)
---   {0, pttl}          held by another owner; pttl bounds the caller's sleep
+--   {0, pttl}          held by another owner; pttl bounds the caller's sleep. The
+--                      waiter mark is set, living pttl + lease ms: while it lives,
+--                      release.lua announces the release. The mark only saves
+--                      PUBLISHes nobody hears; a waiter whose mark lapsed still
+--                      retries at pttl (wake-ups are hints).
 --   {-1, count}        the owner's count in Redis is not what the caller believes
 --                      (for expected > 0 and count 0: the hold is gone)
 --   {-2}               the name is in use as another kind of lock (its hash has a
@@ -36,12 +41,18 @@ end
 if count ~= expected then
   return {-1, count}
 end
--- kind: only a fresh grant checks; a name held or queued as another kind refuses it.
-if count == 0 and (redis.call('hexists', KEYS[1], 'kind') == 1 or redis.call('exists', KEYS[4]) == 1) then
-  return {-2}
-end
-if count == 0 and redis.call('exists', KEYS[1]) == 1 then
-  return {0, redis.call('pttl', KEYS[1])}
+-- A fresh grant reads the hash and the fair queue with one EXISTS: neither
+-- there (the common case) means free and of no kind.
+if count == 0 and redis.call('exists', KEYS[1], KEYS[4]) > 0 then
+  -- kind: a name held or queued as another kind refuses it.
+  if redis.call('hexists', KEYS[1], 'kind') == 1 or redis.call('exists', KEYS[4]) == 1 then
+    return {-2}
+  end
+  local pttl = redis.call('pttl', KEYS[1])
+  local mark = lease
+  if pttl > 0 then mark = pttl + lease end
+  redis.call('set', KEYS[5], '1', 'px', mark)
+  return {0, pttl}
 end
 
 count = redis.call('hincrby', KEYS[1], ARGV[1], 1)
@@ -51,5 +62,6 @@ if count == 1 then
 else
   token = fence_peek(KEYS[2], KEYS[3])
 end
-if redis.call('pttl', KEYS[1]) < lease then redis.call('pexpire', KEYS[1], lease) end
+-- A fresh grant made the hash just now, without a TTL.
+if count == 1 or redis.call('pttl', KEYS[1]) < lease then redis.call('pexpire', KEYS[1], lease) end
 return {1, count, token}

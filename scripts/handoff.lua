@@ -5,6 +5,9 @@
 -- KEYS[1]  lock hash      holdfast:{NAME}
 -- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
 -- KEYS[3]                 old per-name counter (see fence.lua)
+-- KEYS[4]  fair queue     holdfast:{NAME}:q, not used: the keys are acquire.lua's
+-- KEYS[5]  waiter mark    holdfast:{NAME}:w, set when the acquire half is
+--                         refused, as acquire.lua sets it
 -- ARGV[1]  releasing owner field; the caller believes it holds count 1
 -- ARGV[2]  acquiring owner field; the caller believes it holds nothing
 -- ARGV[3]  lease of the acquiring owner in milliseconds
@@ -32,12 +35,18 @@ else
   redis.call('hdel', KEYS[1], ARGV[1])
 end
 
-local w = redis.call('hget', KEYS[1], ARGV[2])
-if w then
-  return {left, -1, tonumber(w)}
-end
+-- The hash is gone when the release emptied it (the common case): then the
+-- acquiring owner holds nothing there either.
 if redis.call('exists', KEYS[1]) == 1 then
-  return {left, 0, redis.call('pttl', KEYS[1])}
+  local w = redis.call('hget', KEYS[1], ARGV[2])
+  if w then
+    return {left, -1, tonumber(w)}
+  end
+  local pttl = redis.call('pttl', KEYS[1])
+  local mark = tonumber(ARGV[3])
+  if pttl > 0 then mark = pttl + mark end
+  redis.call('set', KEYS[5], '1', 'px', mark)
+  return {left, 0, pttl}
 end
 redis.call('hset', KEYS[1], ARGV[2], 1)
 redis.call('pexpire', KEYS[1], tonumber(ARGV[3]))

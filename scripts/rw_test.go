@@ -177,7 +177,7 @@ func TestRWScripts(t *testing.T) {
 			t.Fatalf("%s: lock hash left behind", b.name)
 		}
 		// Kinds do not mix: a reentrant lock's hash refuses the rw scripts.
-		keys := scripts.GrantKeys("p", scripts.FairQueueKey("p"))
+		keys := scripts.GrantKeys("p", scripts.FairQueueKey("p"), scripts.WaitKey("p"))
 		b.eval(t, scripts.Acquire, keys, []string{"c:a", "10000", "0"})
 		b.walk(t, []rwStep{
 			{desc: "reader on a reentrant lock", src: A, call: acq("p", "b", r, 10000, 0, 3000), want: []int64{-2}},

@@ -13,6 +13,8 @@
 //	holdfast:{NAME}:fence       the per-name counter of earlier versions, read until a
 //	                            grant moves the slot counter past it, then deleted: LegacyFenceKey
 //	holdfast:{NAME}:ch          pub/sub channel, told "released" when the lock becomes free
+//	                            and someone waits (see WaitKey)
+//	holdfast:{NAME}:w           waiter mark, set by a refused acquire, PEXPIRE = the sleep it covers
 //
 // The fence counters are bounded: at most one per hash slot (16,384), however
 // many names are ever locked.
@@ -253,6 +255,12 @@ func Slot(key string) uint16 {
 	}
 	return crc % slots
 }
+
+// WaitKey is the waiter mark of name: acquire.lua sets it, with a TTL that
+// outlives the refused waiter's sleep, and release.lua announces a release
+// on Channel(name) only while it lives (or the releasing client has waiters
+// of its own), so a lock nobody waits for is released without a PUBLISH.
+func WaitKey(name string) string { return "holdfast:{" + name + "}:w" }
 
 // FairQueueKey is the hash of the fair lock's waiters (see fair_common.lua).
 // The reentrant acquire checks it, so it is part of the shared layout.

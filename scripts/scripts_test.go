@@ -60,7 +60,8 @@ func TestScriptsOnRealRedis(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
 	lock, ch := scripts.LockKey("s"), scripts.Channel("s")
-	keys := scripts.GrantKeys("s", scripts.FairQueueKey("s"))
+	keys := scripts.GrantKeys("s", scripts.FairQueueKey("s"), scripts.WaitKey("s"))
+	rkeys := []string{lock, scripts.WaitKey("s")}
 	steps := []struct {
 		desc string
 		src  string
@@ -74,22 +75,22 @@ func TestScriptsOnRealRedis(t *testing.T) {
 		{"reentry keeps the token", scripts.Acquire, keys, []string{"c:a", "10000", "1"}, []int64{1, 2, 1}},
 		{"count mismatch", scripts.Acquire, keys, []string{"c:a", "10000", "5"}, []int64{-1, 2}},
 		{"renew mine, not theirs", scripts.Renew, []string{lock, scripts.LockKey("none")}, []string{"c:a", "20000", "c:a", "20000"}, []int64{1, 0}},
-		{"release by a stranger", scripts.Release, []string{lock}, []string{"c:b", "1", ch}, []int64{-1}},
-		{"release inner", scripts.Release, []string{lock}, []string{"c:a", "2", ch}, []int64{1}},
-		{"repeat of inner release", scripts.Release, []string{lock}, []string{"c:a", "2", ch}, []int64{1}},
-		{"release mismatch", scripts.Release, []string{lock}, []string{"c:a", "4", ch}, []int64{-2}},
-		{"release outer", scripts.Release, []string{lock}, []string{"c:a", "1", ch}, []int64{0}},
-		{"repeat of final release", scripts.Release, []string{lock}, []string{"c:a", "1", ch}, []int64{-1}},
+		{"release by a stranger", scripts.Release, rkeys, []string{"c:b", "1", ch, "0"}, []int64{-1}},
+		{"release inner", scripts.Release, rkeys, []string{"c:a", "2", ch, "0"}, []int64{1}},
+		{"repeat of inner release", scripts.Release, rkeys, []string{"c:a", "2", ch, "0"}, []int64{1}},
+		{"release mismatch", scripts.Release, rkeys, []string{"c:a", "4", ch, "0"}, []int64{-2}},
+		{"release outer", scripts.Release, rkeys, []string{"c:a", "1", ch, "0"}, []int64{0}},
+		{"repeat of final release", scripts.Release, rkeys, []string{"c:a", "1", ch, "0"}, []int64{-1}},
 		{"next grant, next token", scripts.Acquire, keys, []string{"c:b", "10000", "0"}, []int64{1, 1, 2}},
-		{"abandon whatever the count", scripts.Release, []string{lock}, []string{"c:b", "0", ch}, []int64{0}},
+		{"abandon whatever the count", scripts.Release, rkeys, []string{"c:b", "0", ch, "0"}, []int64{0}},
 		{"lost hold seen on reentry", scripts.Acquire, keys, []string{"c:b", "10000", "1"}, []int64{-1, 0}},
 		{"handoff from a hold that is gone, lock free", scripts.Handoff, keys, []string{"c:a", "c:c", "10000"}, []int64{-1, 1, 1, 3}},
 		{"handoff to a local waiter", scripts.Handoff, keys, []string{"c:c", "c:d", "10000"}, []int64{0, 1, 1, 4}},
 		{"reentry after a handoff keeps its token", scripts.Acquire, keys, []string{"c:d", "10000", "1"}, []int64{1, 2, 4}},
 		{"handoff of a nested hold changes nothing", scripts.Handoff, keys, []string{"c:d", "c:e", "10000"}, []int64{-2, 0, pttl}},
 		{"handoff by a stranger to the holder", scripts.Handoff, keys, []string{"c:x", "c:d", "10000"}, []int64{-1, -1, 2}},
-		{"release inner after handoffs", scripts.Release, []string{lock}, []string{"c:d", "2", ch}, []int64{1}},
-		{"release outer after handoffs", scripts.Release, []string{lock}, []string{"c:d", "1", ch}, []int64{0}},
+		{"release inner after handoffs", scripts.Release, rkeys, []string{"c:d", "2", ch, "0"}, []int64{1}},
+		{"release outer after handoffs", scripts.Release, rkeys, []string{"c:d", "1", ch, "0"}, []int64{0}},
 	}
 	for _, s := range steps {
 		got := run(t, c, s.src, s.keys, s.args...)
@@ -114,7 +115,7 @@ func TestScriptsOnRealRedis(t *testing.T) {
 func TestShorterReentryLeaseDoesNotCutTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	keys := scripts.GrantKeys("t", scripts.FairQueueKey("t"))
+	keys := scripts.GrantKeys("t", scripts.FairQueueKey("t"), scripts.WaitKey("t"))
 	run(t, c, scripts.Acquire, keys, "c:a", "60000", "0")
 	run(t, c, scripts.Acquire, keys, "c:a", "1000", "1")
 	if pttl, _ := srv.Do(t, "PTTL", keys[0]).AsInt64(); pttl < 50000 {
@@ -127,7 +128,7 @@ func TestWrongTypeAbortsBeforeWriting(t *testing.T) {
 	c := srv.Client(t)
 	srv.Do(t, "SET", scripts.LockKey("w"), "x")
 	res := rueidis.NewLuaScript(scripts.Acquire).Exec(context.Background(), c,
-		scripts.GrantKeys("w", scripts.FairQueueKey("w")), []string{"c:a", "1000", "0"})
+		scripts.GrantKeys("w", scripts.FairQueueKey("w"), scripts.WaitKey("w")), []string{"c:a", "1000", "0"})
 	if err := res.Error(); err == nil {
 		t.Fatal("acquire on a string key succeeded")
 	}

@@ -78,14 +78,14 @@ func TestReplicationLogReplays(t *testing.T) {
 	now := t0
 	clock := func() time.Time { return now }
 	primary, replica := NewNode(clock), NewNode(clock)
-	keys := scripts.GrantKeys("r", scripts.FairQueueKey("r"))
+	keys := scripts.GrantKeys("r", scripts.FairQueueKey("r"), scripts.WaitKey("r"))
 	primary.Eval(scripts.Acquire, keys, []string{"c:a", "5000", "0"})
 	primary.Eval(scripts.Acquire, keys, []string{"c:a", "5000", "1"})
 	primary.Do("SET", "plain", "1", "PX", "9000")
 	primary.Do("INCR", "plain")
 	now = now.Add(time.Second)
 	primary.Eval(scripts.Renew, keys[:1], []string{"c:a", "8000"})
-	primary.Eval(scripts.Release, keys[:1], []string{"c:a", "2", scripts.Channel("r")})
+	primary.Eval(scripts.Release, []string{keys[0], keys[4]}, []string{"c:a", "2", scripts.Channel("r"), "0"})
 	for _, cmd := range primary.Log() {
 		replica.Apply(cmd)
 	}
@@ -112,9 +112,9 @@ func drawOp(t *rapid.T) op {
 	expected := strconv.Itoa(rapid.IntRange(0, 3).Draw(t, "expected"))
 	switch rapid.IntRange(0, 13).Draw(t, "kind") {
 	case 0, 1, 2:
-		return op{"acquire", scripts.Acquire, scripts.GrantKeys(name, scripts.FairQueueKey(name)), []string{field, lease, expected}}
+		return op{"acquire", scripts.Acquire, scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name)), []string{field, lease, expected}}
 	case 3, 4:
-		return op{"release", scripts.Release, []string{lock}, []string{field, expected, ch}}
+		return op{"release", scripts.Release, []string{lock, scripts.WaitKey(name)}, []string{field, expected, ch, rapid.SampledFrom([]string{"0", "1"}).Draw(t, "waiters")}}
 	case 5:
 		other := scripts.LockKey(rapid.SampledFrom([]string{"a", "b"}).Draw(t, "other"))
 		return op{"renew", scripts.Renew, []string{lock, other}, []string{field, lease, field, lease}}

@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"math/rand"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -472,11 +473,12 @@ func (w *World) Machines() int {
 	return n
 }
 
-// Keys returns the lock hashes present on the primary, sorted.
+// Keys returns the lock hashes present on the primary, sorted (not fence
+// counters, nor waiter marks, which lapse by themselves).
 func (w *World) Keys() []string {
 	var out []string
 	for _, r := range w.Primary().Do("KEYS", "*").Array {
-		if len(r.Str) < 6 || r.Str[len(r.Str)-6:] != ":fence" {
+		if !strings.HasSuffix(r.Str, ":fence") && !strings.HasSuffix(r.Str, ":w") {
 			out = append(out, r.Str)
 		}
 	}

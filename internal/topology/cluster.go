@@ -215,11 +215,12 @@ func (c *Cluster) Keys() []string {
 	return out
 }
 
-// LockKeys returns the lock hash keys (not fence counters) on every master.
+// LockKeys returns the lock hash keys (not fence counters, nor waiter
+// marks, which lapse by themselves) on every master.
 func (c *Cluster) LockKeys() []string {
 	var out []string
 	for _, k := range c.Keys() {
-		if !strings.HasSuffix(k, ":fence") {
+		if !strings.HasSuffix(k, ":fence") && !strings.HasSuffix(k, ":w") {
 			out = append(out, k)
 		}
 	}

@@ -1,0 +1,93 @@
+package holdfast_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redistest"
+)
+
+// BenchmarkUncontended64 is issue 17's uncontended cycle: 64 goroutines on
+// one Client, each acquiring and releasing its own name. Besides ns/op and
+// allocs/op it reports Redis' work per cycle from INFO commandstats: every
+// command scripts ran (cmds/op) and the EVALSHA calls (evalsha/op).
+func BenchmarkUncontended64(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv, holdfast.Config{})
+	ctx := context.Background()
+	var next atomic.Int64
+	srv.Do(b, "CONFIG", "RESETSTAT")
+	redisCPU0, clientCPU0 := redisCPU(b, srv), processCPU(b)
+	b.ReportAllocs()
+	b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		name := fmt.Sprintf("bench-%d", next.Add(1))
+		for pb.Next() {
+			l := c.Lock(ctx, name)
+			if err := l.Wait(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+			if err := l.Release(ctx); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	clientCPU, redisUsed := processCPU(b)-clientCPU0, redisCPU(b, srv)-redisCPU0
+	b.ReportMetric(float64(clientCPU.Microseconds())/float64(b.N), "client-cpu-us/op")
+	b.ReportMetric(float64(redisUsed.Microseconds())/float64(b.N), "redis-cpu-us/op")
+	total, evals := commandTotals(b, srv)
+	b.ReportMetric(float64(total)/float64(b.N), "cmds/op")
+	b.ReportMetric(float64(evals)/float64(b.N), "evalsha/op")
+}
+
+// redisCPU is the user and system CPU time the server has used (INFO cpu).
+func redisCPU(t testing.TB, srv *redistest.Server) time.Duration {
+	t.Helper()
+	info, _ := srv.Do(t, "INFO", "cpu").ToString()
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		for _, key := range []string{"used_cpu_sys:", "used_cpu_user:"} {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), key); ok {
+				var v float64
+				fmt.Sscanf(rest, "%g", &v)
+				total += v
+			}
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// commandTotals sums the calls of every command in INFO commandstats (the
+// commands scripts ran included) and returns that sum without the INFO and
+// CONFIG calls of the harness, and the EVALSHA calls apart.
+func commandTotals(t testing.TB, srv *redistest.Server) (total, evals int64) {
+	t.Helper()
+	info, _ := srv.Do(t, "INFO", "commandstats").ToString()
+	for _, line := range strings.Split(info, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		name, rest, _ := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":calls=")
+		var n int64
+		fmt.Sscanf(rest, "%d", &n)
+		switch {
+		case name == "info" || strings.HasPrefix(name, "config"):
+		case name == "evalsha" || name == "eval":
+			evals += n
+		default:
+			total += n
+		}
+	}
+	return total, evals
+}

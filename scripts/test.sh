@@ -29,4 +29,4 @@ go test -race -count=1 "$@" ./...
 # after the committed fail files under testdata/rapid/ that every run
 # replays first.
 go test -count=1 -run '^TestLockProperties$' -rapid.checks=10000 "$@" .
-go test -count=1 -run 'TestFairLockProperties|TestRWLockProperties' -rapid.checks=1000 "$@" .
+go test -count=1 -run 'TestRWLockProperties' -rapid.checks=1000 "$@" .

@@ -160,6 +160,10 @@ type owner struct {
 
 	renewNext     time.Time // next renewal on the absolute grid sent + k*lease/3
 	renewInFlight bool
+	// renewLease is the lease the renewal in flight asked for: a reentry
+	// with a longer lease may raise lease before its reply, and the
+	// renewal's validity counts only what it asked Redis for.
+	renewLease time.Duration
 	// renewErr is the error of the last failed renewal, cleared by a
 	// success: a lease that runs out says what kept the watchdog from Redis.
 	renewErr error

@@ -42,7 +42,7 @@ func (m *Machine) renewReply(now time.Time, msg Msg) {
 		}
 	default:
 		o.renewErr = nil
-		m.extendDeadline(o, Validity(msg.Sent, o.lease))
+		m.extendDeadline(o, Validity(msg.Sent, o.renewLease))
 	}
 }
 
@@ -68,7 +68,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 		}
 		m.schedule(TimerRenew, o.gen, o.renewNext)
 		if !o.renewInFlight {
-			o.renewInFlight = true
+			o.renewInFlight, o.renewLease = true, o.lease
 			m.emit(Effect{Kind: EffRenew, Op: o.gen, Script: m.kind.Renew, Key: scripts.LockKey(m.env.Name), Field: o.field, Lease: o.lease})
 		}
 	case TimerDeadline:

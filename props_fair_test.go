@@ -36,6 +36,8 @@ type fairWorld struct {
 	// either order (a one-way delay, and up to two round trips behind the
 	// client's earlier place call).
 	margin time.Duration
+	// waiterTimeout: each client's Config.WaiterTimeout.
+	waiterTimeout []time.Duration
 }
 
 type cut struct {
@@ -54,9 +56,12 @@ func TestFairLockProperties(t *testing.T) {
 		p := &propWorld{w: sim.New(cfg)}
 		f := &fairWorld{propWorld: p, margin: 5*cfg.MaxDelay + time.Millisecond}
 		for i := 0; i < 3; i++ {
+			watchdog := time.Duration(rapid.IntRange(300, 3000).Draw(rt, "watchdogMs")) * time.Millisecond
+			wt := time.Duration(rapid.IntRange(300, 2000).Draw(rt, "waiterTimeoutMs")) * time.Millisecond
+			f.waiterTimeout = append(f.waiterTimeout, wt)
 			p.clients = append(p.clients, p.w.NewClient(sim.ClientConfig{
-				WatchdogTimeout: time.Duration(rapid.IntRange(300, 3000).Draw(rt, "watchdogMs")) * time.Millisecond,
-				WaiterTimeout:   time.Duration(rapid.IntRange(300, 2000).Draw(rt, "waiterTimeoutMs")) * time.Millisecond,
+				WatchdogTimeout: watchdog,
+				WaiterTimeout:   wt,
 				Drift:           float64(rapid.IntRange(-5, 5).Draw(rt, "drift‰")) / 1000,
 			}))
 			p.paused = append(p.paused, false)
@@ -206,7 +211,10 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 	var order []*fairReq
 	// failed holds the times each client's calls on the name failed: a
 	// waiter whose place call was lost reached Redis only when it was
-	// repeated, and FIFO is the order in which requests reached Redis.
+	// repeated, and FIFO is the order in which requests reached Redis. A
+	// client's places go out in its local order, so a failed place also
+	// holds back the places of the waiters that arrive after it, until the
+	// next keep-alive tick repeats it (within WaiterTimeout).
 	failed := map[string][]time.Time{}
 	failedWithin := func(client string, from, to time.Time) bool {
 		for _, at := range failed[client] {
@@ -244,7 +252,7 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 		}
 		for _, a := range order[:j] {
 			if !a.enqueued.Before(b.enqueued) || f.cutWithin(a.clientIdx, a.enqueued, b.granted) ||
-				f.failedBetween(a.enqueued, b.granted) || failedWithin(a.client, a.enqueued, b.granted) {
+				f.failedBetween(a.enqueued, b.granted) || failedWithin(a.client, a.enqueued.Add(-f.waiterTimeout[a.clientIdx]), b.granted) {
 				continue
 			}
 			waiting := (a.granted.IsZero() || a.granted.After(b.granted)) && (a.ended.IsZero() || a.ended.After(b.granted))

@@ -92,13 +92,14 @@ func (s *Server) start() {
 	s.mu.Lock()
 	s.cmd = cmd
 	s.mu.Unlock()
-	if err := waitReady(s.Addr, 10*time.Second); err != nil {
+	if err := WaitReady(s.Addr, 10*time.Second); err != nil {
 		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
 		s.t.Fatalf("redistest: redis-server on %s did not come up: %v\n%s", s.Addr, err, log)
 	}
 }
 
-func waitReady(addr string, limit time.Duration) error {
+// WaitReady waits until the server at addr answers PING, for up to limit.
+func WaitReady(addr string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		err := ping(addr)

@@ -10,9 +10,7 @@
 package topology
 
 import (
-	"bufio"
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -75,7 +73,7 @@ func (n *Node) start() {
 	n.mu.Lock()
 	n.cmd = cmd
 	n.mu.Unlock()
-	if err := waitReady(n.Addr, 10*time.Second); err != nil {
+	if err := redistest.WaitReady(n.Addr, 10*time.Second); err != nil {
 		n.t.Fatalf("topology: redis-server on %s did not come up: %v\n%s", n.Addr, err, n.Log())
 	}
 }
@@ -188,38 +186,4 @@ func freeAddr(t testing.TB) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
-}
-
-func waitReady(addr string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
-	for {
-		err := ping(addr)
-		if err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func ping(addr string) error {
-	c, err := net.DialTimeout("tcp", addr, time.Second)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	c.SetDeadline(time.Now().Add(time.Second))
-	if _, err := c.Write([]byte("PING\r\n")); err != nil {
-		return err
-	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	if err != nil {
-		return err
-	}
-	if !strings.HasPrefix(line, "+PONG") {
-		return fmt.Errorf("unexpected reply %q", line)
-	}
-	return nil
 }

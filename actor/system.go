@@ -56,8 +56,9 @@ type Config struct {
 
 // System is the set of lock actors of one client.
 type System struct {
-	cfg  Config
-	as   *protoactor.ActorSystem
+	cfg Config
+	// root is the process's protoactor system's (see shared), which this
+	// System uses from New until Close.
 	root *protoactor.RootContext
 
 	// calls is the context of every script call; cancelCalls aborts them.
@@ -86,14 +87,13 @@ type entry struct {
 
 // New returns a System. Its actors are spawned on demand.
 func New(cfg Config) *System {
-	logger := cfg.Logger
-	as := protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
-		return logger.With("lib", "protoactor")
-	}))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	as := joinShared(cfg.Logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &System{
 		cfg:         cfg,
-		as:          as,
 		root:        as.Root,
 		calls:       ctx,
 		cancelCalls: cancel,
@@ -243,8 +243,8 @@ func (s *System) Close(ctx context.Context) error {
 	}
 	s.cancelCalls()
 	s.inflight.Wait()
-	s.as.Shutdown()
 	s.workers.close()
+	leaveShared(s.cfg.Logger)
 	return err
 }
 

@@ -41,22 +41,9 @@ type timer struct {
 	seq uint64
 }
 
-// timerFired is sent by a wheel timer; seq tells a current firing from one
-// that was rescheduled or cancelled after its callback started.
-type timerFired struct {
-	key lockactor.TimerKey
-	seq uint64
-}
-
 // effectBufs holds the buffers the machines' effects are collected in,
 // shared by all actors rather than one kept per lock.
 var effectBufs = sync.Pool{New: func() any { return new([]lockactor.Effect) }}
-
-// crash makes the actor panic; tests use it to exercise supervision.
-type crash struct{}
-
-// idleTimeout ends the lingering of an idle actor.
-type idleTimeout struct{ seq uint64 }
 
 func newLockActor(s *System, name string) *lockActor {
 	return &lockActor{
@@ -76,23 +63,40 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 			a.done = true
 			ctx.Stop(a.self)
 		}
-	case enqueueMsg:
+	case *letter:
+		a.receive(ctx, msg)
+		msg.free()
+	case *protoactor.Restarting:
+		a.abandon(panicError("restarted after a panic"))
+	case *protoactor.Stopped:
+		if !a.done {
+			// Stopped by the supervisor (too many restarts) or the system.
+			a.abandon(panicError("stopped"))
+			a.sys.forget(a.name)
+		}
+	}
+}
+
+// receive handles a letter from the runtime.
+func (a *lockActor) receive(ctx protoactor.Context, l *letter) {
+	switch l.tag {
+	case tagEnqueue:
 		a.sys.received(a.name)
-		a.handles.set(msg.req.ID, msg.handle)
-		a.step(ctx, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: msg.req})
-	case lockactor.Msg:
-		if msg.Kind == lockactor.MsgShutdown && a.m.Idle() {
+		a.handles.set(l.msg.Req.ID, l.handle)
+		a.step(ctx, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: l.msg.Req})
+	case tagMsg:
+		if l.msg.Kind == lockactor.MsgShutdown && a.m.Idle() {
 			a.passivate(ctx)
 			return
 		}
-		a.step(ctx, msg)
-	case timerFired:
-		if t, ok := a.timers.get(msg.key); ok && t.seq == msg.seq {
-			a.timers.del(msg.key)
-			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: msg.key})
+		a.step(ctx, l.msg)
+	case tagTimer:
+		if t, ok := a.timers.get(l.key); ok && t.seq == l.seq {
+			a.timers.del(l.key)
+			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: l.key})
 		}
-	case idleTimeout:
-		if a.idle != nil && msg.seq == a.idleSeq {
+	case tagIdle:
+		if a.idle != nil && l.seq == a.idleSeq {
 			a.idle = nil
 			if !a.m.Idle() || a.done {
 				return
@@ -105,16 +109,8 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 			}
 			a.passivate(ctx)
 		}
-	case crash:
+	case tagCrash:
 		panic("holdfast: injected crash")
-	case *protoactor.Restarting:
-		a.abandon(panicError("restarted after a panic"))
-	case *protoactor.Stopped:
-		if !a.done {
-			// Stopped by the supervisor (too many restarts) or the system.
-			a.abandon(panicError("stopped"))
-			a.sys.forget(a.name)
-		}
 	}
 }
 
@@ -155,7 +151,9 @@ func (a *lockActor) lingerUntil(t time.Time) {
 	a.idleSeq++
 	seq := a.idleSeq
 	a.idle = a.sys.cfg.Wheel.Schedule(t, func() {
-		a.send(idleTimeout{seq})
+		l := newLetter(tagIdle)
+		l.seq = seq
+		a.post(l)
 	})
 }
 
@@ -171,8 +169,16 @@ func (a *lockActor) passivate(ctx protoactor.Context) {
 	}
 }
 
-func (a *lockActor) send(msg any) {
-	a.sys.root.Send(a.self, msg)
+// post sends l to the actor.
+func (a *lockActor) post(l *letter) {
+	a.sys.root.Send(a.self, l)
+}
+
+// send sends the machine message msg to the actor.
+func (a *lockActor) send(msg lockactor.Msg) {
+	l := newLetter(tagMsg)
+	l.msg = msg
+	a.post(l)
 }
 
 // reply delivers a script call's reply, as the last thing the call's
@@ -210,7 +216,9 @@ func (a *lockActor) apply(e lockactor.Effect) {
 		a.seq++
 		key, seq := e.Timer, a.seq
 		a.timers.set(key, timer{seq: seq, t: s.cfg.Wheel.Schedule(e.At, func() {
-			a.send(timerFired{key: key, seq: seq})
+			l := newLetter(tagTimer)
+			l.key, l.seq = key, seq
+			a.post(l)
 		})})
 	case lockactor.EffCancelTimer:
 		if t, ok := a.timers.get(e.Timer); ok {

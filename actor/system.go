@@ -121,18 +121,10 @@ type ref struct {
 
 // Send delivers a message about the request (Cancel or Release) to its actor.
 func (r ref) Send(kind lockactor.MsgKind, err error) {
-	r.sys.root.Send(r.pid, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
+	l := newLetter(tagMsg)
+	l.msg = lockactor.Msg{Kind: kind, ID: r.id, Err: err}
+	r.sys.root.Send(r.pid, l)
 }
-
-type enqueueMsg struct {
-	req    lockactor.Request
-	handle lockactor.Handle
-}
-
-// lockMailbox makes the lock actors' mailboxes: lock-free linked queues,
-// which unlike protoactor's default ring buffers take no memory up front
-// (an idle holder's mailbox is empty almost all the time).
-var lockMailbox = protoactor.UnboundedLockfree()
 
 // Enqueue starts request req on the actor of name, spawning it if needed.
 func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle) (lockactor.Ref, error) {
@@ -146,12 +138,14 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 		e = &entry{}
 		e.pid = s.root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor {
 			return newLockActor(s, name)
-		}, protoactor.WithDispatcher(s.workers), protoactor.WithMailbox(lockMailbox)))
+		}, protoactor.WithDispatcher(s.workers), protoactor.WithMailbox(newMailbox)))
 		s.actors[name] = e
 	}
 	e.enqueues++
 	s.mu.Unlock()
-	s.root.Send(e.pid, enqueueMsg{req: req, handle: h})
+	l := newLetter(tagEnqueue)
+	l.msg.Req, l.handle = req, h
+	s.root.Send(e.pid, l)
 	return ref{sys: s, pid: e.pid, id: req.ID}, nil
 }
 
@@ -199,7 +193,7 @@ func (s *System) Crash(name string) {
 	e := s.actors[name]
 	s.mu.Unlock()
 	if e != nil {
-		s.root.Send(e.pid, crash{})
+		s.root.Send(e.pid, newLetter(tagCrash))
 	}
 }
 
@@ -231,7 +225,9 @@ func (s *System) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, pid := range pids {
-		s.root.Send(pid, lockactor.Msg{Kind: lockactor.MsgShutdown, Err: ErrClosed})
+		l := newLetter(tagMsg)
+		l.msg = lockactor.Msg{Kind: lockactor.MsgShutdown, Err: ErrClosed}
+		s.root.Send(pid, l)
 	}
 	var err error
 	select {

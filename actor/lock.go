@@ -21,9 +21,11 @@ type lockActor struct {
 
 	m       *lockactor.Machine
 	handles smallMap[lockactor.ReqID, lockactor.Handle]
-	timers  smallMap[lockactor.TimerKey, timer]
-	seq     uint64
-	unsub   func()
+	timers  smallMap[lockactor.TimerKey, *machineTimer] // pending ones
+	// spareTimers are machine timer records free for reuse (timers.go).
+	spareTimers []*machineTimer
+	seq         uint64
+	unsub       func()
 	// fields are the owner fields this actor may have written to Redis
 	// since it was last idle: on a crash, each is released (abandoned).
 	fields smallMap[string, struct{}]
@@ -34,11 +36,6 @@ type lockActor struct {
 	idle    *timerwheel.Timer
 	idleSeq uint64
 	idleAt  time.Time // when the actor last became idle
-}
-
-type timer struct {
-	t   *timerwheel.Timer
-	seq uint64
 }
 
 // effectBufs holds the buffers the machines' effects are collected in,
@@ -91,9 +88,8 @@ func (a *lockActor) receive(ctx protoactor.Context, l *letter) {
 		}
 		a.step(ctx, l.msg)
 	case tagTimer:
-		if t, ok := a.timers.get(l.key); ok && t.seq == l.seq {
-			a.timers.del(l.key)
-			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: l.key})
+		if key, ok := a.timerFired(l.timer, l.seq); ok {
+			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: key})
 		}
 	case tagIdle:
 		if a.idle != nil && l.seq == a.idleSeq {
@@ -134,7 +130,7 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 		// allocations per cycle.
 		return
 	}
-	a.fields.reset()
+	a.fields.empty()
 	if a.sys.closing() {
 		a.passivate(ctx)
 		return
@@ -210,21 +206,9 @@ func (a *lockActor) apply(e lockactor.Effect) {
 				a.send(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: fault})
 			}})
 	case lockactor.EffSchedule:
-		if old, ok := a.timers.get(e.Timer); ok {
-			old.t.Stop()
-		}
-		a.seq++
-		key, seq := e.Timer, a.seq
-		a.timers.set(key, timer{seq: seq, t: s.cfg.Wheel.Schedule(e.At, func() {
-			l := newLetter(tagTimer)
-			l.key, l.seq = key, seq
-			a.post(l)
-		})})
+		a.schedule(e.Timer, e.At)
 	case lockactor.EffCancelTimer:
-		if t, ok := a.timers.get(e.Timer); ok {
-			t.t.Stop()
-			a.timers.del(e.Timer)
-		}
+		a.cancelTimer(e.Timer)
 	case lockactor.EffSubscribe:
 		if a.unsub == nil {
 			a.unsub = s.cfg.Subscriber.Subscribe(e.Channel, a.onEvent)
@@ -270,10 +254,7 @@ func (a *lockActor) onEvent(ev pubsub.Event) {
 // silently — and every owner field it may have written is released in Redis
 // whatever its count. The next incarnation starts empty.
 func (a *lockActor) abandon(err error) {
-	for _, t := range a.timers.entries {
-		t.val.t.Stop()
-	}
-	a.timers.reset()
+	a.stopTimers()
 	if a.unsub != nil {
 		a.unsub()
 		a.unsub = nil

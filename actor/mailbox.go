@@ -17,8 +17,8 @@ type letter struct {
 	tag    letterTag
 	msg    lockactor.Msg    // tagMsg, tagEnqueue (msg.Req)
 	handle lockactor.Handle // tagEnqueue
-	key    lockactor.TimerKey
-	seq    uint64 // tagTimer, tagIdle
+	timer  *machineTimer    // tagTimer
+	seq    uint64           // tagTimer, tagIdle
 }
 
 type letterTag uint8
@@ -26,7 +26,7 @@ type letterTag uint8
 const (
 	tagMsg     letterTag = iota + 1 // a machine message: msg
 	tagEnqueue                      // a new request: msg.Req and handle
-	tagTimer                        // a machine timer fired: key and seq
+	tagTimer                        // a machine timer fired: timer and seq
 	tagIdle                         // the linger timer fired: seq
 	tagCrash                        // panic (tests of supervision)
 )

@@ -349,12 +349,15 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	}
 	owner, ok, _ := ownerFrom(ctx)
 	id := c.nextID.Add(1)
-	if !ok {
-		owner = "~" + strconv.FormatUint(id, 10)
+	var field string
+	if ok {
+		field = scripts.Field(c.cfg.ClientID, c.instance, owner)
+	} else {
+		field = anonymousField(c.cfg.ClientID, c.instance, id)
 	}
 	req := lockactor.Request{
 		ID:       lockactor.ReqID(id),
-		Field:    scripts.Field(c.cfg.ClientID, c.instance, owner),
+		Field:    field,
 		Lease:    o.lease,
 		Watchdog: o.lease == 0,
 		Wait:     o.wait,
@@ -389,6 +392,21 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 		l.mu.Unlock()
 	}
 	return l
+}
+
+// anonymousField is scripts.Field(clientID, instance, "~N") for the N-th
+// Lock call without an owner, built in one allocation instead of three.
+func anonymousField(clientID, instance string, n uint64) string {
+	var num [20]byte
+	digits := strconv.AppendUint(num[:0], n, 10)
+	var b strings.Builder
+	b.Grow(len(clientID) + len(instance) + 3 + len(digits))
+	b.WriteString(clientID)
+	b.WriteByte(':')
+	b.WriteString(instance)
+	b.WriteString(":~")
+	b.Write(digits)
+	return b.String()
 }
 
 func (c *Client) check(ctx context.Context, name string, o lockOptions) error {

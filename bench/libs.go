@@ -24,6 +24,7 @@ const (
 	libRueidislock = "rueidislock"
 	refBenchmark   = "redis-benchmark"
 	refAfterFunc   = "time.AfterFunc"
+	refPing        = "PING loop" // a plain Go loop of PINGs on one connection
 )
 
 var allLibs = []string{libHoldfast, libRedsync, libRedislock, libRueidislock}
@@ -120,9 +121,13 @@ func (h *hfLocker) Lock(ctx context.Context, name string) (held, error) {
 	return l, nil
 }
 
+// Close closes the Client, and its rueidis client unless it is shared
+// (rdb nil): holdfast never closes the client it was given.
 func (h *hfLocker) Close() {
 	h.c.Close()
-	h.rdb.Close()
+	if h.rdb != nil {
+		h.rdb.Close()
+	}
 }
 
 // redsync on one node, go-redis v9: a Mutex per Lock call as its README
@@ -151,7 +156,11 @@ func (r *rsLocker) Lock(ctx context.Context, name string) (held, error) {
 	return rsHeld{m}, nil
 }
 
-func (r *rsLocker) Close() { r.rdb.Close() }
+func (r *rsLocker) Close() {
+	if r.rdb != nil {
+		r.rdb.Close()
+	}
+}
 
 // redislock: Obtain with a linear retry every retryDelay until ctx ends.
 type rlLocker struct {
@@ -168,7 +177,11 @@ func (r *rlLocker) Lock(ctx context.Context, name string) (held, error) {
 	return l, nil
 }
 
-func (r *rlLocker) Close() { r.rdb.Close() }
+func (r *rlLocker) Close() {
+	if r.rdb != nil {
+		r.rdb.Close()
+	}
+}
 
 // rueidislock: WithContext waits for client-side-caching invalidations, so
 // it has no retry interval to tune; cancel releases.

@@ -61,6 +61,15 @@ func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, ho
 	ctx, cancel := context.WithTimeout(ctx, holdFor+time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("wait:%s:%d", lib, round)
+	// Each waiters' client takes and releases a lock of its own first, as a
+	// long-lived client has: the connections it opens for any lock are then
+	// open, and the window sees only what waiting costs (a connection opened
+	// because callers wait is counted, handshake and all).
+	for i, cl := range cls {
+		if err := useOnce(ctx, cl, fmt.Sprintf("%s:warm:%d", name, i)); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
 
 	h, err := holder.Lock(ctx, name)
 	if err != nil {

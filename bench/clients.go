@@ -6,9 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/bsm/redislock"
-	"github.com/go-redsync/redsync/v4"
-	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	goredis "github.com/redis/go-redis/v9"
 	"github.com/redis/rueidis"
 
 	"github.com/holdfast/holdfast"
@@ -63,8 +61,7 @@ type sharedOpener struct {
 	lib   string
 	ctr   *cmdCounter
 	rueid rueidis.Client
-	rsrv  *rsLocker // redsync's and redislock's shared go-redis client
-	rlk   *rlLocker
+	gored *goredis.Client // redsync's and redislock's
 }
 
 func (s *sharedOpener) open() (locker, error) {
@@ -82,16 +79,14 @@ func (s *sharedOpener) open() (locker, error) {
 			return nil, err
 		}
 		return &hfLocker{c: c}, nil
-	case libRedsync:
-		if s.rsrv == nil {
-			s.rsrv = &rsLocker{rdb: s.e.goredis(s.ctr)}
+	case libRedsync, libRedislock:
+		if s.gored == nil {
+			s.gored = s.e.goredis(s.ctr)
 		}
-		return &rsLocker{rs: redsync.New(rsgoredis.NewPool(s.rsrv.rdb)), delay: s.e.retryDelay}, nil
-	case libRedislock:
-		if s.rlk == nil {
-			s.rlk = &rlLocker{rdb: s.e.goredis(s.ctr)}
+		if s.lib == libRedsync {
+			return newRsLocker(nil, s.gored, s.e.retryDelay), nil
 		}
-		return &rlLocker{c: redislock.New(s.rlk.rdb), delay: s.e.retryDelay}, nil
+		return newRlLocker(nil, s.gored, s.e.retryDelay), nil
 	}
 	// rueidislock takes no client: each Locker makes its own.
 	return s.e.open(s.lib, s.ctr, openOpts{})
@@ -101,11 +96,8 @@ func (s *sharedOpener) close() {
 	if s.rueid != nil {
 		s.rueid.Close()
 	}
-	if s.rsrv != nil {
-		s.rsrv.Close()
-	}
-	if s.rlk != nil {
-		s.rlk.Close()
+	if s.gored != nil {
+		s.gored.Close()
 	}
 }
 
@@ -142,7 +134,7 @@ func clientsRound(ctx context.Context, e *env, lib string, round, rounds int, sh
 	}()
 	var m0, m1 runtime.MemStats
 	g0 := runtime.NumGoroutine()
-	runtime.GC()
+	settleHeap()
 	runtime.ReadMemStats(&m0)
 	for i := range clientsN {
 		cl, err := open()
@@ -154,7 +146,7 @@ func clientsRound(ctx context.Context, e *env, lib string, round, rounds int, sh
 			return err
 		}
 	}
-	runtime.GC()
+	settleHeap()
 	runtime.ReadMemStats(&m1)
 	g1 := runtime.NumGoroutine()
 	perClient := (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / clientsN
@@ -168,6 +160,14 @@ func clientsRound(ctx context.Context, e *env, lib string, round, rounds int, sh
 			lib, metric, clientsN, perClient, float64(g1-g0)/clientsN, (float64(m1.StackInuse)-float64(m0.StackInuse))/clientsN)
 	}
 	return nil
+}
+
+// settleHeap collects garbage twice: sync.Pool keeps what it held through
+// one collection (its victim cache), so one GC leaves the heap reading
+// depend on what earlier scenarios pooled.
+func settleHeap() {
+	runtime.GC()
+	runtime.GC()
 }
 
 // useOnce takes and releases one lock on cl.

@@ -54,7 +54,7 @@ func lost(h held) bool {
 	switch h := h.(type) {
 	case *holdfast.Lock:
 		ch = h.Lost
-	case ruHeld:
+	case *ruHeld:
 		ch = h.ctx.Done()
 	default:
 		return false

@@ -103,6 +103,11 @@ func WithFence(body string) string { return fencePrelude + body }
 type Script struct {
 	Name string // the .lua file's base name, for logs and errors
 	Src  string
+	// NoSync: the script only gives a hold up, so replica sync
+	// (Config.SyncReplicas) need not wait for it. A release a failover
+	// loses leaves a hold that ends with its lease, and any later synced
+	// write carries it to the replicas, as replication keeps order.
+	NoSync bool
 }
 
 var all []*Script
@@ -112,6 +117,12 @@ var all []*Script
 func NewScript(name, src string) *Script {
 	s := &Script{Name: name, Src: src}
 	all = append(all, s)
+	return s
+}
+
+// noSync marks s as a script replica sync need not wait for.
+func noSync(s *Script) *Script {
+	s.NoSync = true
 	return s
 }
 
@@ -130,7 +141,7 @@ type Call struct {
 // The scripts of the reentrant lock, and the watchdog's batch renewal.
 var (
 	AcquireScript = NewScript("acquire", Acquire)
-	ReleaseScript = NewScript("release", Release)
+	ReleaseScript = noSync(NewScript("release", Release))
 	RenewScript   = NewScript("renew", Renew)
 	HandoffScript = NewScript("handoff", Handoff)
 	// FenceRaiseScript raises a name's fence counter to a floor (RedLock).

@@ -276,6 +276,10 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 		w.send(c, e.Script.Src, []string{e.Key}, []string{e.Field, scripts.Millis(e.Lease)},
 			func(r Reply, f lockactor.Fault) {
 				renewed := f == lockactor.NoFault && len(r.Array) == 1 && r.Array[0].Int == 1
+				if renewed {
+					w.history = append(w.history, Event{Kind: Extended, At: w.now, Client: c.id, Name: name,
+						Field: e.Field, ExpiresAt: c.execExpiry, RanAt: c.execAt, Generation: c.generation()})
+				}
 				c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Fault: f, Err: r.errOrNil()})
 			})
 	case lockactor.EffSchedule:

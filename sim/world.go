@@ -391,6 +391,12 @@ const (
 	// (lost, timed out) or an error; what it carried may not have reached
 	// Redis. Req is 0: a call may serve several requests.
 	CallFailed
+	// Extended: a renewal found Field holding Name in Redis and left the
+	// key to expire at ExpiresAt (its script ran at RanAt, in Generation).
+	// Req is 0: a renewal serves an owner field, not one Lock, and may land
+	// while none of the field's Locks is held — a reentry answered after it
+	// is then told a deadline this renewal bought.
+	Extended
 )
 
 // Event is one entry of the World's history: a grant or the end of a Lock.

@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,19 +43,20 @@ type lockActor struct {
 // shared by all actors rather than one kept per lock.
 var effectBufs = sync.Pool{New: func() any { return new([]lockactor.Effect) }}
 
-func newLockActor(s *System, name string) *lockActor {
-	return &lockActor{
-		sys:  s,
-		name: name,
-		m:    lockactor.New(name, s.cfg.Machine),
-	}
-}
+// lockActorName reads the lock name from the protoactor id of its actor:
+// the name, then '$' and a number unique in the process
+// (RootContext.SpawnPrefix), so every incarnation starts blank and learns
+// its name at Started. One Props then serves every actor of a System: one
+// of its own per actor cost each held lock about 250 bytes.
+func lockActorName(id string) string { return id[:strings.LastIndexByte(id, '$')] }
 
 // Receive implements protoactor.Actor.
 func (a *lockActor) Receive(ctx protoactor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *protoactor.Started:
 		a.self = ctx.Self()
+		a.name = lockActorName(a.self.Id)
+		a.m = lockactor.New(a.name, a.sys.cfg.Machine)
 		if a.m.Idle() && a.sys.passivate(a.name) {
 			// A restarted incarnation with nothing on its way: stop.
 			a.done = true

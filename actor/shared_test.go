@@ -60,3 +60,17 @@ func TestSharedSystemLogsToEverySystem(t *testing.T) {
 		}
 	}
 }
+
+// A lock actor's id is its lock name, '$' and protoactor's sequence
+// number; the name comes back whole whatever it contains, '$' included.
+func TestLockActorNameFromID(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	as := joinShared(logger)
+	defer leaveShared(logger)
+	for _, name := range []string{"a", "orders/42", "$", "x$1", "a$b$c", "ünï"} {
+		id := name + as.ProcessRegistry.NextId()
+		if got := lockActorName(id); got != name {
+			t.Errorf("lockActorName(%q) = %q, want %q", id, got, name)
+		}
+	}
+}

@@ -100,6 +100,10 @@ func New(cfg Config) *System {
 		workers:     newPool(300),
 		actors:      make(map[string]*entry),
 	}
+	// Every incarnation starts blank and reads its lock name from its PID
+	// (lockActorName).
+	s.props = protoactor.PropsFromProducer(func() protoactor.Actor { return &lockActor{sys: s} },
+		protoactor.WithDispatcher(s.workers), protoactor.WithMailbox(newMailbox))
 	if s.cfg.IdleTimeout <= 0 {
 		s.cfg.IdleTimeout = DefaultIdleTimeout
 	}
@@ -136,9 +140,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	e := s.actors[name]
 	if e == nil {
 		e = &entry{}
-		e.pid = s.root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor {
-			return newLockActor(s, name)
-		}, protoactor.WithDispatcher(s.workers), protoactor.WithMailbox(newMailbox)))
+		e.pid = s.root.SpawnPrefix(s.props, name)
 		s.actors[name] = e
 	}
 	e.enqueues++

@@ -462,7 +462,9 @@ type Lock struct {
 	relAnswered bool
 	over        bool
 	stop        func() bool // stops the context watcher
-	tokens      []uint64    // a LockAll's tokens, set before Acquired closes
+	// tokens are a LockAll's tokens, set before Acquired closes; a pointer
+	// rather than a slice keeps a Lock within 256 bytes (its size class).
+	tokens *[]uint64
 }
 
 func newLock(name string) *Lock {
@@ -521,7 +523,7 @@ func (l *Lock) Tokens() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.tokens != nil {
-		return append([]uint64(nil), l.tokens...)
+		return append([]uint64(nil), (*l.tokens)...)
 	}
 	return []uint64{l.Token()}
 }

@@ -19,6 +19,9 @@ type letter struct {
 	handle lockactor.Handle // tagEnqueue
 	timer  *machineTimer    // tagTimer
 	seq    uint64           // tagTimer, tagIdle
+	// now asks the mailbox to run the actor's turn on the sending
+	// goroutine if the actor is idle (see mailbox.PostUserMessage).
+	now bool
 }
 
 type letterTag uint8
@@ -68,13 +71,40 @@ type mailbox struct {
 
 func newMailbox() protoactor.Mailbox { return &mailbox{} }
 
-// PostUserMessage implements protoactor.Mailbox.
+// PostUserMessage implements protoactor.Mailbox. A letter marked now, sent
+// by a caller of the API (Lock, Release) rather than by the runtime, runs
+// the actor's turn on the caller's goroutine when the actor is idle: that
+// saves the hop to a runner and back. The turn never blocks (script calls
+// go to workers), and it handles at most inlineBudget messages before
+// handing the rest to a runner, so the caller returns soon.
 func (m *mailbox) PostUserMessage(msg any) {
+	now := false
+	if l, ok := msg.(*letter); ok {
+		now = l.now // read before the push: the letter is the actor's after it
+	}
 	m.mu.Lock()
 	m.user.push(msg)
 	m.mu.Unlock()
-	m.schedule()
+	if !now {
+		m.schedule()
+		return
+	}
+	if !m.running.CompareAndSwap(false, true) {
+		return // running: the turn under way takes the letter
+	}
+	if m.run(inlineBudget) {
+		m.dispatcher.Schedule(m.process) // still running: a runner goes on
+		return
+	}
+	m.running.Store(false)
+	if m.more() {
+		m.schedule()
+	}
 }
+
+// inlineBudget bounds the messages a caller's goroutine handles in one
+// PostUserMessage.
+const inlineBudget = 8
 
 // PostSystemMessage implements protoactor.Mailbox.
 func (m *mailbox) PostSystemMessage(msg any) {
@@ -111,25 +141,35 @@ func (m *mailbox) schedule() {
 // in between whose schedule saw it running.
 func (m *mailbox) processMessages() {
 	for {
-		m.run()
+		m.run(-1)
 		m.running.Store(false)
-		m.mu.Lock()
-		more := len(m.sys) > 0 || (!m.suspended.Load() && m.user.len() > 0)
-		m.mu.Unlock()
-		if !more || !m.running.CompareAndSwap(false, true) {
+		if !m.more() || !m.running.CompareAndSwap(false, true) {
 			return
 		}
 	}
 }
 
-func (m *mailbox) run() {
+// more reports whether a message waits that the actor may handle now.
+func (m *mailbox) more() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.sys) > 0 || (!m.suspended.Load() && m.user.len() > 0)
+}
+
+// run handles messages until none is left, or, when budget >= 0, until it
+// handled budget of them with more waiting, which it then reports.
+func (m *mailbox) run(budget int) (stopped bool) {
 	var msg any
 	defer func() {
 		if r := recover(); r != nil {
 			m.invoker.EscalateFailure(r, msg)
+			stopped = false
 		}
 	}()
 	for i, t := 0, m.dispatcher.Throughput(); ; i++ {
+		if budget >= 0 && i >= budget {
+			return m.more()
+		}
 		if i > t {
 			i = 0
 			runtime.Gosched()

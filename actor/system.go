@@ -123,10 +123,13 @@ type ref struct {
 	id  lockactor.ReqID
 }
 
-// Send delivers a message about the request (Cancel or Release) to its actor.
+// Send delivers a message about the request (Cancel or Release) to its
+// actor. A Release runs the actor's turn on the caller's goroutine if the
+// actor is idle (see mailbox.PostUserMessage).
 func (r ref) Send(kind lockactor.MsgKind, err error) {
 	l := newLetter(tagMsg)
 	l.msg = lockactor.Msg{Kind: kind, ID: r.id, Err: err}
+	l.now = kind == lockactor.MsgRelease
 	r.sys.root.Send(r.pid, l)
 }
 
@@ -146,7 +149,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	e.enqueues++
 	s.mu.Unlock()
 	l := newLetter(tagEnqueue)
-	l.msg.Req, l.handle = req, h
+	l.msg.Req, l.handle, l.now = req, h, true
 	s.root.Send(e.pid, l)
 	return ref{sys: s, pid: e.pid, id: req.ID}, nil
 }

@@ -394,21 +394,6 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	return l
 }
 
-// anonymousField is scripts.Field(clientID, instance, "~N") for the N-th
-// Lock call without an owner, built in one allocation instead of three.
-func anonymousField(clientID, instance string, n uint64) string {
-	var num [20]byte
-	digits := strconv.AppendUint(num[:0], n, 10)
-	var b strings.Builder
-	b.Grow(len(clientID) + len(instance) + 3 + len(digits))
-	b.WriteString(clientID)
-	b.WriteByte(':')
-	b.WriteString(instance)
-	b.WriteString(":~")
-	b.Write(digits)
-	return b.String()
-}
-
 func (c *Client) check(ctx context.Context, name string, o lockOptions) error {
 	if ctx == nil {
 		return errNilContext

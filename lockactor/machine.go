@@ -585,7 +585,11 @@ func (m *Machine) tryHead(now time.Time) {
 	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
 	m.unheard = false
-	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field, r.Field)
+	env := m.env
+	if m.kind.Place != nil {
+		env.Behind = m.behind(r)
+	}
+	m.call(m.att.op, m.kind.Acquire(env, &r.Request, 0), r.Field, r.Field)
 	m.failTryOnceBehind()
 }
 
@@ -743,7 +747,20 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		o := m.newOwner(r.Field, res.Count, res.Token)
 		o.mode = r.Mode
 		deadline := Validity(sent, r.Lease)
-		if r.ending || !deadline.After(now.Add(m.cfg.Slack)) {
+		late := !deadline.After(now.Add(m.cfg.Slack))
+		if r.ending && !late && m.queues(r) && m.fieldWaits(r.Field) {
+			// The grant took the place of r's owner field, and another
+			// request of the field waits on that place: undoing the grant
+			// would send it to the back of the queue. r holds without being
+			// told, the waiting requests re-enter, then r releases.
+			r.state, r.owner = stateHeld, o
+			o.held = append(o.held, r)
+			m.extendDeadline(o, deadline)
+			m.fieldWaitersTo(o)
+			m.askRelease(now, r)
+			return
+		}
+		if r.ending || late {
 			// Granted to a request that gave up, or too late to be of use.
 			o.undo = true
 			o.undoUntil = sent.Add(r.Lease)
@@ -760,17 +777,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 			m.streak, m.streakStart = 0, now
 		}
 		m.grant(now, o, r, sent)
-		// Other pending requests of the same owner are reentries now.
-		keep := m.queue[:0]
-		for _, q := range m.queue {
-			if q.Field == o.field {
-				m.unqueue(q) // the owner's place, if any, was this grant's
-				o.waiting = append(o.waiting, q)
-				continue
-			}
-			keep = append(keep, q)
-		}
-		m.queue = keep
+		m.fieldWaitersTo(o)
 		m.nextOp(now, o)
 	case Held:
 		// A kind that queues waiters in Redis left a place for r there,
@@ -817,6 +824,35 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		m.removeWaiting(r)
 		m.finish(r, fmt.Errorf("holdfast: owner field %q already holds the lock %d times in Redis, unknown to this client (is the ClientID shared by two processes?)", r.Field, res.Count))
 	}
+}
+
+// fieldWaits reports whether a pending request of field waits in the
+// queue, not giving up.
+func (m *Machine) fieldWaits(field string) bool {
+	for _, q := range m.queue {
+		if q.Field == field && q.state == statePending && !q.ending {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldWaitersTo makes the pending requests of o's field reentries of o,
+// in their order.
+func (m *Machine) fieldWaitersTo(o *owner) {
+	keep := m.queue[:0]
+	for _, q := range m.queue {
+		if q.Field == o.field {
+			m.unqueue(q) // the owner's place, if any, was this grant's
+			o.waiting = append(o.waiting, q)
+			continue
+		}
+		keep = append(keep, q)
+	}
+	for i := len(keep); i < len(m.queue); i++ {
+		m.queue[i] = nil
+	}
+	m.queue = keep
 }
 
 func (m *Machine) nextBackoff() time.Duration {

@@ -8,14 +8,17 @@
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
 -- ARGV[4]  WaiterTimeout in milliseconds
--- ARGV[5]  take: take the lock if it is this owner's turn, else keep or
---          take a place in the queue;
+-- ARGV[5]  take: take the lock if it is this owner's turn, or its
+--          client's (a grant to another waiter of the same Client), else
+--          keep or take a place in the queue;
 --          try: take the lock if it is this owner's turn, else change nothing
 --          (a try-once request);
 --          place: only keep or take a place in the queue (a waiter behind
 --          others of its own client, which confirms later, as the head)
 -- ARGV[6]  channel prefix  holdfast:{NAME}:ch:
--- ARGV[7..] place mode: more owner fields to place after ARGV[1], in order
+-- ARGV[7..] place mode: more owner fields to place after ARGV[1], in order;
+--          take mode: the owner fields of the caller's client's live waiters
+--          queued behind the caller (it asked before them)
 --
 -- Replies, as acquire.lua's:
 --   {1, count, token}  granted (fresh, confirmed grant, reentry, or a repeat)
@@ -86,6 +89,29 @@ if count > 1 then return {-1, count} end
 if count == 0 then
   -- Granted by a release: confirm.
   return take(H, F, L, field, lease)
+end
+if mode == 'take' and #ARGV > 6 then
+  -- A grant to a waiter queued behind the caller in its own client
+  -- (ARGV[7..]) is the client's turn, and the caller, which asked before
+  -- that waiter, takes it: Redis may hold the client's places out of their
+  -- local order (calls that crossed, a place taken anew after a
+  -- roll-back), and the waiter it granted may not learn of it before
+  -- WaiterTimeout. That waiter goes back to the front of the queue, where
+  -- it was. A grant to a field not listed (a waiter that gave up, whose
+  -- place was left behind) is not taken: it passes on as any other.
+  local g = granted(H)
+  local behind = false
+  for i = 7, #ARGV do
+    if ARGV[i] == g then behind = true end
+  end
+  if behind then
+    local now = now_ms()
+    redis.call('hdel', H, g)
+    redis.call('hdel', Q, field)
+    redis.call('hset', Q, g, '0:' .. (now + wt))
+    extend(Q, wt)
+    return take(H, F, L, field, lease)
+  end
 end
 
 local now = now_ms()

@@ -226,6 +226,10 @@ type Machine struct {
 	channel    string // the channel subscribed to, while sub != subNone
 	shutdown   error
 
+	// strays lists the place calls in flight for requests that gave up
+	// (giveUp): the place each may leave is released when it is answered.
+	strays []fieldCall
+
 	// inflight lists the calls on an owner field that have not been
 	// answered yet, whoever still waits for them. An owner can be lost (its
 	// deadline passed) while its release is in flight; a fresh grant of the
@@ -277,7 +281,7 @@ func (m *Machine) Env() Env { return m.env }
 // nothing in flight, so that its actor may stop.
 func (m *Machine) Idle() bool {
 	return len(m.reqs) == 0 && len(m.owners) == 0 && m.att.req == nil && m.sub == subNone &&
-		len(m.inflight) == 0
+		len(m.inflight) == 0 && len(m.strays) == 0
 }
 
 // Step applies one input at time now and returns the effects to carry out,
@@ -467,6 +471,9 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 func (m *Machine) giveUp(now time.Time, r *request, err error) {
 	m.end(now, r, err)
 	if r.ending {
+		if r.placeOp != 0 && r != m.att.req {
+			m.strays = append(m.strays, fieldCall{r.placeOp, r.Field})
+		}
 		m.removeWaiting(r)
 		m.finish(r, err)
 	}
@@ -691,6 +698,7 @@ func (m *Machine) reply(now time.Time, msg Msg) {
 		m.attemptReply(now, msg, res)
 		return
 	}
+	m.settleStrays(now, msg.Op)
 	for _, r := range m.queue {
 		if r.placeOp == msg.Op {
 			var res AcquireResult

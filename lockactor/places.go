@@ -195,6 +195,27 @@ func (m *Machine) keepAliveReply(now time.Time, r *request, msg Msg) {
 	}
 }
 
+// settleStrays releases the places that the answered place call op may
+// have left for requests that gave up while it was in flight (whatever its
+// outcome: a call that failed may have run).
+func (m *Machine) settleStrays(now time.Time, op uint64) {
+	keep := m.strays[:0]
+	var done []string
+	for _, c := range m.strays {
+		if c.op == op {
+			done = append(done, c.field)
+			continue
+		}
+		keep = append(keep, c)
+	}
+	m.strays = keep
+	for _, field := range done {
+		if !m.fieldWaits(field) {
+			m.undo(now, field, 1, now.Add(m.cfg.WaiterTimeout))
+		}
+	}
+}
+
 // undoFor undoes what the pending request r, which gives up, may have left
 // in Redis (a place, or a grant of its field). With a queue in Redis, a
 // place belongs to the owner field, not the request: while another

@@ -58,15 +58,17 @@ end
 if mode == 'place' then
   -- Places only, for ARGV[1] and ARGV[7..] in that order: never take, never
   -- confirm (the head of the caller's local queue does). A field granted
-  -- already (count 0) keeps its grant; one that holds (count > 0) answers
-  -- a mismatch.
-  if count > 0 then return {-1, count} end
+  -- already (count 0) keeps its grant. A field that holds (count > 0: a
+  -- hold its client does not know of, such as one a failover brought back,
+  -- or one whose grant crossed this call) queues all the same, so that its
+  -- waiter keeps its turn and the other fields of the batch theirs; the
+  -- hold's final release drops the place with it.
   local now = now_ms()
   local fields = {field}
   for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
   for _, f in ipairs(fields) do
     local mine = redis.call('hget', Q, f)
-    if redis.call('hget', H, f) then
+    if redis.call('hget', H, f) == '0' then
       -- granted already: the head will confirm; nothing to queue
     elseif mine then
       redis.call('hset', Q, f, place(mine) .. ':' .. (now + wt))

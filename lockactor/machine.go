@@ -590,6 +590,14 @@ func (m *Machine) tryHead(now time.Time) {
 		m.failTryOnce(true)
 		return
 	}
+	if r.placed && m.kind.Place != nil && !m.unheard {
+		// A head with a place waits for its grant's message, its retry
+		// timer or a keep-alive that finds its place gone: nothing else
+		// (this client's own release, the head before it leaving) can
+		// have given it the lock, and trying would only find it queued.
+		m.blockFor(now, m.cfg.WaiterTimeout/3)
+		return
+	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
 	m.unheard = false
 	env := m.env
@@ -756,7 +764,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		o.mode = r.Mode
 		deadline := Validity(sent, r.Lease)
 		late := !deadline.After(now.Add(m.cfg.Slack))
-		if r.ending && !late && m.queues(r) && m.fieldWaits(r.Field) {
+		if r.ending && !late && m.kind.Place != nil && m.fieldWaits(r.Field) {
 			// The grant took the place of r's owner field, and another
 			// request of the field waits on that place: undoing the grant
 			// would send it to the back of the queue. r holds without being
@@ -807,6 +815,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		if woke {
 			// A release was announced while the attempt was in flight: it may
 			// have come after the script ran. Try again at once.
+			m.unheard = true
 			return
 		}
 		if len(m.queue) > 0 {

@@ -64,9 +64,9 @@ type Config struct {
 	// HandoffLimit turns local handoff off.
 	HandoffLimit  int
 	HandoffWindow time.Duration
-	// SyncReplicas, when positive, makes every script call (grants, renewals,
-	// releases, fair-queue keep-alives) WAIT for this many replicas to
-	// acknowledge it, the script and the WAIT sent together on one
+	// SyncReplicas, when positive, makes every script call but a release
+	// (grants, renewals, fair-queue places and keep-alives) WAIT for this many
+	// replicas to acknowledge it, the script and the WAIT sent together on one
 	// connection; Acquired closes only after the grant's acks. A fresh grant
 	// with too few acks within SyncTimeout is undone and its Lock ends with
 	// ErrReplicaSync; a renewal with too few acks counts as failed (the hold

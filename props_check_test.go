@@ -134,23 +134,39 @@ func (p *propWorld) check(t *rapid.T) {
 	// a deadline already told is not told again by a later event, so a
 	// roll-back that lost the renewal behind it (which holdfast does not
 	// promise to survive) is not charged to the reentry that repeats it.
+	// A renewal that lands while none of the field's Locks is held (its
+	// last one just ended, a reentry is in flight) still extends the key:
+	// it bounds the hold too if it ran after the hold began in Redis.
 	type holdSeen struct {
 		told    time.Time
 		expires map[int]time.Time // by the generation the calls ran in
 		open    int
+		// origin and gen: when and in which generation the hold's first
+		// grant ran in Redis.
+		origin time.Time
+		gen    int
 	}
 	grantedAt := map[string]time.Time{}
 	byReq := map[string]*holdSeen{}
 	byOwner := map[string]*holdSeen{}
+	extended := map[string][]sim.Event{} // by client/field/name
+	fieldKey := func(e sim.Event) string { return fmt.Sprintf("%s/%s/%s", e.Client, e.Field, e.Name) }
 	for _, e := range p.w.History() {
 		key := fmt.Sprintf("%s/%d", e.Client, e.Req)
 		switch e.Kind {
 		case sim.Acquired:
 			grantedAt[key] = e.GrantedAt
-			owner := fmt.Sprintf("%s/%s/%s/%d", e.Client, e.Field, e.Name, e.Token)
+			owner := fmt.Sprintf("%s/%d", fieldKey(e), e.Token)
 			h := byOwner[owner]
 			if h == nil || h.open == 0 {
-				h = &holdSeen{expires: map[int]time.Time{}} // a fresh grant: a new hold
+				// A new hold of the Locks. With the token and data of
+				// an earlier one it continues that hold in Redis (a
+				// reentry answered after the field's last Lock ended).
+				fresh := &holdSeen{expires: map[int]time.Time{}, origin: e.GrantedAt, gen: e.Generation}
+				if h != nil && h.gen == e.Generation {
+					fresh.origin = h.origin
+				}
+				h = fresh
 				byOwner[owner] = h
 			}
 			h.open++
@@ -160,6 +176,8 @@ func (p *propWorld) check(t *rapid.T) {
 				h.open--
 				delete(byReq, key)
 			}
+		case sim.Extended:
+			extended[fieldKey(e)] = append(extended[fieldKey(e)], e)
 		}
 		if h := byReq[key]; h != nil && (e.Kind == sim.Acquired || e.Kind == sim.Renewed) && !e.ExpiresAt.IsZero() {
 			if e.ExpiresAt.After(h.expires[e.Generation]) {
@@ -167,7 +185,13 @@ func (p *propWorld) check(t *rapid.T) {
 			}
 			if e.DeadlineAt.After(h.told) {
 				h.told = e.DeadlineAt
-				if bound := h.expires[e.Generation]; e.DeadlineAt.After(bound) {
+				bound := h.expires[e.Generation]
+				for _, x := range extended[fieldKey(e)] {
+					if x.Generation == e.Generation && !x.RanAt.Before(h.origin) && x.ExpiresAt.After(bound) {
+						bound = x.ExpiresAt
+					}
+				}
+				if e.DeadlineAt.After(bound) {
 					t.Fatalf("validity: %s %s was told it holds %q until %v, but Redis expires the key at %v",
 						e.Client, e.Field, e.Name, e.DeadlineAt.Sub(sim.Start), bound.Sub(sim.Start))
 				}

@@ -13,7 +13,7 @@ import (
 )
 
 // Synced is the Rueidis adapter with replica sync (Config.SyncReplicas):
-// every script call and every renewal batch is followed by WAIT for a
+// every script call but a release, and every renewal batch, is followed by WAIT for a
 // number of replica acknowledgements, sent in the same DoMulti as the
 // script. rueidis treats WAIT as a blocking command and runs such a DoMulti
 // on one dedicated connection, so the WAIT counts the acks of the script's
@@ -49,10 +49,14 @@ type errUnsynced struct{ error }
 
 func (e errUnsynced) Unwrap() error { return e.error }
 
-// Call implements Redis: the script and WAIT on one connection.
+// Call implements Redis: the script and WAIT on one connection. A script
+// that only gives a hold up (Script.NoSync) runs without WAIT.
 func (s *Synced) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
 	if s.lua[c.Script] == nil {
 		return nil, fmt.Errorf("holdfast: script %q not registered with scripts.NewScript", c.Script.Name)
+	}
+	if c.Script.NoSync {
+		return s.Rueidis.Call(ctx, c)
 	}
 	reply, acks, err := s.execWait(ctx, c)
 	if err != nil {

@@ -9,38 +9,63 @@ import (
 	"time"
 )
 
-// cpuMeter measures the CPU the redis-server (when this run started it) and
-// this process used over a window, as a percentage of one core: it tells a
-// server-bound run from a client-bound one.
+// cpuMeter measures, over a window, the CPU of this process (getrusage) and
+// of the Redis server (INFO cpu: used_cpu_sys + used_cpu_user). Libraries
+// run one at a time, so the process's CPU in a window is the library's
+// (plus the harness's own loop, the same for every library), and so is the
+// server's, on a server this run started. On a server given by -redis the
+// server's figure includes whatever else uses it.
 type cpuMeter struct {
-	pid        int
-	wall       time.Time
-	server     time.Duration
-	self       time.Duration
-	haveServer bool
+	e         *env
+	wall      time.Time
+	self      time.Duration
+	redis     time.Duration
+	haveRedis bool
 }
 
 func (e *env) startCPU() cpuMeter {
-	m := cpuMeter{wall: time.Now(), self: selfCPU()}
-	if e.srv.owned && e.srv.cmd != nil && e.srv.cmd.Process != nil {
-		m.pid = e.srv.cmd.Process.Pid
-		m.server, m.haveServer = procCPU(m.pid)
-	}
+	m := cpuMeter{e: e, self: selfCPU()}
+	m.redis, m.haveRedis = e.redisCPU()
+	m.wall = time.Now()
 	return m
 }
 
-// report describes the window so far, e.g. "redis-server 58% CPU, bench
-// 116% CPU = 44 µs of bench CPU per cycle", for units of work done in it.
-func (m cpuMeter) report(units float64, unit string) string {
-	wall := time.Since(m.wall)
-	self := selfCPU() - m.self
-	s := fmt.Sprintf("bench %.0f%% CPU = %.1f µs of bench CPU per %s", 100*float64(self)/float64(wall), us(self)/units, unit)
-	if m.haveServer {
-		if now, ok := procCPU(m.pid); ok {
-			s = fmt.Sprintf("redis-server %.0f%% CPU, ", 100*float64(now-m.server)/float64(wall)) + s
+// cpuWindow is what a meter saw from its start to stop.
+type cpuWindow struct {
+	wall, self, redis time.Duration
+	haveRedis         bool
+}
+
+func (m cpuMeter) stop() cpuWindow {
+	w := cpuWindow{wall: time.Since(m.wall), self: selfCPU() - m.self}
+	if m.haveRedis {
+		if now, ok := m.e.redisCPU(); ok {
+			w.redis, w.haveRedis = now-m.redis, true
 		}
 	}
+	return w
+}
+
+// report describes the window, e.g. "redis-server 58% CPU = 21.0 µs per
+// cycle, bench 116% CPU = 44.0 µs per cycle", for units of work done in it.
+func (w cpuWindow) report(units float64, unit string) string {
+	s := fmt.Sprintf("bench %.0f%% CPU = %.1f µs of bench CPU per %s", 100*float64(w.self)/float64(w.wall), us(w.self)/units, unit)
+	if w.haveRedis {
+		s = fmt.Sprintf("redis-server %.0f%% CPU = %.1f µs per %s, ", 100*float64(w.redis)/float64(w.wall), us(w.redis)/units, unit) + s
+	}
 	return s
+}
+
+// record adds the window's client and Redis CPU per unit of work to the
+// results under scenario and lib.
+func (w cpuWindow) record(r *results, scenario, lib string, units float64) {
+	if units <= 0 {
+		return
+	}
+	r.add(scenario, lib, "client_cpu_us_per_cycle", us(w.self)/units)
+	if w.haveRedis {
+		r.add(scenario, lib, "redis_cpu_us_per_cycle", us(w.redis)/units)
+	}
 }
 
 func selfCPU() time.Duration {
@@ -51,26 +76,49 @@ func selfCPU() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// procCPU reads utime+stime of a process from /proc (Linux; clock ticks of
-// 1/100 s).
-func procCPU(pid int) (time.Duration, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+// redisCPU returns the CPU the server has used so far, from INFO cpu (its
+// own getrusage, to the microsecond).
+func (e *env) redisCPU() (time.Duration, bool) {
+	v, err := e.admin.do("INFO", "cpu")
 	if err != nil {
 		return 0, false
 	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
+	s, _ := v.(string)
+	return parseRedisCPU(s)
+}
+
+// parseRedisCPU sums used_cpu_sys and used_cpu_user of an INFO cpu reply.
+func parseRedisCPU(info string) (time.Duration, bool) {
+	var total float64
+	found := 0
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || k != "used_cpu_sys" && k != "used_cpu_user" {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, false
+		}
+		total += f
+		found++
+	}
+	if found != 2 {
 		return 0, false
 	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 13 {
-		return 0, false
+	return time.Duration(total * float64(time.Second)), true
+}
+
+// loadAvg returns the first field of /proc/loadavg (Linux), or "" if it
+// cannot be read: the machine's load, which the report states.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
 	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, false
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
 	}
-	return time.Duration(u+st) * 10 * time.Millisecond, true
+	return strings.Join(f[:3], " ")
 }

@@ -20,9 +20,12 @@ func runFairlock(e *env) error {
 		warm, dur = 150*time.Millisecond, 600*time.Millisecond
 	}
 	for r := range e.rounds() {
-		var err error
+		rtt, err := e.roundRTT("fairlock")
+		if err != nil {
+			return err
+		}
 		labelled("fairlock", libHoldfast, func(ctx context.Context) {
-			err = hotlockRound(ctx, e, "fairlock", libHoldfast, r, warm, dur, openOpts{fair: true})
+			err = hotlockRound(ctx, e, "fairlock", libHoldfast, r, warm, dur, rtt, openOpts{fair: true})
 		})
 		if err != nil {
 			return fmt.Errorf("%s: %w", libHoldfast, err)

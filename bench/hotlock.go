@@ -16,18 +16,23 @@ const (
 )
 
 // runHotlock measures one key fought over by 4 clients × 16 goroutines:
-// handoffs per second, release→next-acquire latency, client commands per
-// handoff and fairness.
+// handoffs to another goroutine per second, release→next-acquire latency
+// (also in round trips), client commands per handoff, CPU per cycle and
+// fairness.
 func runHotlock(e *env) error {
 	warm, dur := 300*time.Millisecond, 2*time.Second
 	if e.quick {
 		warm, dur = 150*time.Millisecond, 600*time.Millisecond
 	}
 	for r := range e.rounds() {
+		rtt, err := e.roundRTT("hotlock")
+		if err != nil {
+			return err
+		}
 		for _, lib := range e.order(r) {
 			var err error
 			labelled("hotlock", lib, func(ctx context.Context) {
-				err = hotlockRound(ctx, e, "hotlock", lib, r, warm, dur, openOpts{})
+				err = hotlockRound(ctx, e, "hotlock", lib, r, warm, dur, rtt, openOpts{})
 			})
 			if err != nil {
 				return fmt.Errorf("%s: %w", lib, err)
@@ -49,9 +54,30 @@ type hold struct {
 	acq, rel time.Time
 }
 
+// rttPings is the number of PINGs of a round's RTT measurement: about
+// 60–150 ms on loopback.
+const rttPings = 3000
+
+// roundRTT measures the round trip of the run's server now (the median
+// PING of a plain Go loop on one connection), records it under scenario as
+// rtt_p50_us of refPing, and returns it: the unit of handoff_p99_rtt, taken
+// in each round so that it sees the same machine load as the round.
+func (e *env) roundRTT(scenario string) (time.Duration, error) {
+	rtt, err := goPingRTT(e.srv.addr, rttPings)
+	if err != nil {
+		return 0, fmt.Errorf("PING round trip: %w", err)
+	}
+	if rtt <= 0 {
+		return 0, fmt.Errorf("PING round trip measured as %v", rtt)
+	}
+	e.res.add(scenario, refPing, "rtt_p50_us", us(rtt))
+	return rtt, nil
+}
+
 // hotlockRound runs one round of the hot-lock shape for scenario (hotlock,
-// or fairlock with opts.fair) and records its figures under that name.
-func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, warm, dur time.Duration, opts openOpts) error {
+// or fairlock with opts.fair) and records its figures under that name; rtt
+// is the round's measured round trip.
+func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, warm, dur, rtt time.Duration, opts openOpts) error {
 	ctr := newCounter()
 	var cls []locker
 	defer func() {
@@ -113,7 +139,7 @@ func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, 
 	ws := time.Now()
 	time.Sleep(dur)
 	we := time.Now()
-	usage := cpu.report(float64(seq.Load()-seq0), "handoff")
+	win, cycles := cpu.stop(), float64(seq.Load()-seq0)
 	cmds1, stats1 := ctr.snapshot(), e.snapshot()
 	stop.Store(true)
 	cancel() // wake the goroutines still waiting
@@ -124,23 +150,29 @@ func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, 
 		all = append(all, l...)
 	}
 	sort.Slice(all, func(i, j int) bool { return all[i].seq < all[j].seq })
+	// Every acquisition in the window is a cycle; it is a handoff when the
+	// lock goes to another goroutine than the one that released it last,
+	// and a self re-acquisition otherwise (a polling lock's releaser often
+	// wins its own retry race). Latencies are the handoffs'.
 	var lat []time.Duration
 	perG := make([]int, hotGoroutines)
-	handoffs, self := 0, 0
+	acqs, handoffs, self := 0, 0, 0
 	for k := 1; k < len(all); k++ {
 		prev, cur := all[k-1], all[k]
 		if cur.acq.Before(ws) || cur.acq.After(we) {
 			continue
 		}
-		handoffs++
+		acqs++
 		perG[cur.g]++
 		if cur.g == prev.g {
 			self++
+			continue
 		}
+		handoffs++
 		lat = append(lat, cur.acq.Sub(prev.rel))
 	}
 	if handoffs == 0 {
-		return fmt.Errorf("no handoff in %v", dur)
+		return fmt.Errorf("no handoff to another goroutine in %v (%d self re-acquisitions)", dur, self)
 	}
 	if opts.fair {
 		e.res.add(scenario, lib, "fifo_violations", float64(fifoViolations(all, ws, we)))
@@ -149,15 +181,20 @@ func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, 
 	for _, n := range perG {
 		minG = min(minG, n)
 	}
-	mean := float64(handoffs) / hotGoroutines
+	mean := float64(acqs) / hotGoroutines
 	allCmds := countsDelta(cmds0, cmds1)
 	cmds := steady(allCmds)
-	e.res.add(scenario, lib, "handoffs_per_s", float64(handoffs)/we.Sub(ws).Seconds())
+	secs := we.Sub(ws).Seconds()
+	p99 := percentile(lat, 99)
+	e.res.add(scenario, lib, "handoffs_per_s", float64(handoffs)/secs)
+	e.res.add(scenario, lib, "self_reacquires_per_s", float64(self)/secs)
 	e.res.add(scenario, lib, "handoff_p50_us", us(percentile(lat, 50)))
-	e.res.add(scenario, lib, "handoff_p99_us", us(percentile(lat, 99)))
+	e.res.add(scenario, lib, "handoff_p99_us", us(p99))
+	e.res.add(scenario, lib, "handoff_p99_rtt", float64(p99)/float64(rtt))
 	e.res.add(scenario, lib, "commands_per_handoff", float64(sumCalls(cmds))/float64(handoffs))
-	e.res.add(scenario, lib, "self_reacquire_frac", float64(self)/float64(handoffs))
+	e.res.add(scenario, lib, "self_reacquire_frac", float64(self)/float64(acqs))
 	e.res.add(scenario, lib, "min_share", float64(minG)/mean)
+	win.record(e.res, scenario, lib, cycles)
 	nerr := 0
 	for _, n := range errs {
 		nerr += n
@@ -172,8 +209,8 @@ func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, 
 		if n := sumCalls(allCmds) - sumCalls(cmds); n > 0 {
 			e.notef("%s/%s (last round): %d connection handshake commands in the window, not counted", scenario, lib, n)
 		}
-		e.notef("%s/%s (last round): %s; server calls incl. inside scripts %.2f per handoff; %s",
-			scenario, lib, perUnit(cmds, float64(handoffs), "handoff"), float64(sumCalls(statsDelta(stats0, stats1)))/float64(handoffs), usage)
+		e.notef("%s/%s (last round): %s; server calls incl. inside scripts %.2f per handoff; %d cycles, %d of them handoffs to another goroutine; %s",
+			scenario, lib, perUnit(cmds, float64(handoffs), "handoff"), float64(sumCalls(statsDelta(stats0, stats1)))/float64(handoffs), acqs, handoffs, win.report(cycles, "cycle"))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -24,6 +25,7 @@ const (
 	libRueidislock = "rueidislock"
 	refBenchmark   = "redis-benchmark"
 	refAfterFunc   = "time.AfterFunc"
+	refPing        = "PING loop" // a plain Go loop of PINGs on one connection
 )
 
 var allLibs = []string{libHoldfast, libRedsync, libRedislock, libRueidislock}
@@ -70,11 +72,9 @@ func (e *env) open(lib string, ctr *cmdCounter, o openOpts) (locker, error) {
 		}
 		return &hfLocker{c: c, rdb: rdb, fair: o.fair}, nil
 	case libRedsync:
-		rdb := e.goredis(ctr)
-		return &rsLocker{rdb: rdb, rs: redsync.New(rsgoredis.NewPool(rdb)), delay: e.retryDelay}, nil
+		return newRsLocker(e.goredis(ctr), nil, e.retryDelay), nil
 	case libRedislock:
-		rdb := e.goredis(ctr)
-		return &rlLocker{rdb: rdb, c: redislock.New(rdb), delay: e.retryDelay}, nil
+		return newRlLocker(e.goredis(ctr), nil, e.retryDelay), nil
 	case libRueidislock:
 		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
 			ClientOption: rueidis.ClientOption{
@@ -120,17 +120,38 @@ func (h *hfLocker) Lock(ctx context.Context, name string) (held, error) {
 	return l, nil
 }
 
+// Close closes the Client, and its rueidis client unless it is shared
+// (rdb nil): holdfast never closes the client it was given.
 func (h *hfLocker) Close() {
 	h.c.Close()
-	h.rdb.Close()
+	if h.rdb != nil {
+		h.rdb.Close()
+	}
 }
 
 // redsync on one node, go-redis v9: a Mutex per Lock call as its README
-// shows, retrying every retryDelay until ctx ends.
+// shows, retrying every retryDelay until ctx ends. The options are made
+// once, as a program locking in a loop would: allocations per cycle are then
+// redsync's own.
 type rsLocker struct {
-	rdb   *goredis.Client
-	rs    *redsync.Redsync
-	delay time.Duration
+	rdb  *goredis.Client // nil when shared with other lockers
+	rs   *redsync.Redsync
+	opts []redsync.Option
+}
+
+func newRsLocker(rdb, shared *goredis.Client, delay time.Duration) *rsLocker {
+	if shared != nil {
+		rdb = shared
+	}
+	l := &rsLocker{rs: redsync.New(rsgoredis.NewPool(rdb)), opts: []redsync.Option{
+		redsync.WithExpiry(peerLease),
+		redsync.WithTries(math.MaxInt32),
+		redsync.WithRetryDelay(delay),
+	}}
+	if shared == nil {
+		l.rdb = rdb
+	}
+	return l
 }
 
 type rsHeld struct{ m *redsync.Mutex }
@@ -141,52 +162,84 @@ func (h rsHeld) Release(ctx context.Context) error {
 }
 
 func (r *rsLocker) Lock(ctx context.Context, name string) (held, error) {
-	m := r.rs.NewMutex(name,
-		redsync.WithExpiry(peerLease),
-		redsync.WithTries(math.MaxInt32),
-		redsync.WithRetryDelay(r.delay))
+	m := r.rs.NewMutex(name, r.opts...)
 	if err := m.LockContext(ctx); err != nil {
 		return nil, err
 	}
 	return rsHeld{m}, nil
 }
 
-func (r *rsLocker) Close() { r.rdb.Close() }
+func (r *rsLocker) Close() {
+	if r.rdb != nil {
+		r.rdb.Close()
+	}
+}
 
 // redislock: Obtain with a linear retry every retryDelay until ctx ends.
+// The options (the retry strategy is stateless) are made once.
 type rlLocker struct {
-	rdb   *goredis.Client
-	c     *redislock.Client
-	delay time.Duration
+	rdb  *goredis.Client // nil when shared with other lockers
+	c    *redislock.Client
+	opts *redislock.Options
+}
+
+func newRlLocker(rdb, shared *goredis.Client, delay time.Duration) *rlLocker {
+	if shared != nil {
+		rdb = shared
+	}
+	l := &rlLocker{c: redislock.New(rdb), opts: &redislock.Options{RetryStrategy: redislock.LinearBackoff(delay)}}
+	if shared == nil {
+		l.rdb = rdb
+	}
+	return l
 }
 
 func (r *rlLocker) Lock(ctx context.Context, name string) (held, error) {
-	l, err := r.c.Obtain(ctx, name, peerLease, &redislock.Options{RetryStrategy: redislock.LinearBackoff(r.delay)})
+	l, err := r.c.Obtain(ctx, name, peerLease, r.opts)
 	if err != nil {
 		return nil, err
 	}
 	return l, nil
 }
 
-func (r *rlLocker) Close() { r.rdb.Close() }
+func (r *rlLocker) Close() {
+	if r.rdb != nil {
+		r.rdb.Close()
+	}
+}
 
 // rueidislock: WithContext waits for client-side-caching invalidations, so
 // it has no retry interval to tune; cancel releases.
 type ruLocker struct{ l rueidislock.Locker }
 
+// ruHeld is a held rueidislock lock. Its records are pooled so that the
+// harness allocates nothing per cycle (a two-word value in an interface
+// would cost one allocation): allocs_per_cycle is then rueidislock's own.
 type ruHeld struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 }
 
-func (h ruHeld) Release(context.Context) error { h.cancel(); return nil }
+var ruHelds = sync.Pool{New: func() any { return new(ruHeld) }}
+
+// Release cancels the lock's context, which releases it, and gives the
+// record back; the harness releases each hold once.
+func (h *ruHeld) Release(context.Context) error {
+	cancel := h.cancel
+	*h = ruHeld{}
+	ruHelds.Put(h)
+	cancel()
+	return nil
+}
 
 func (r *ruLocker) Lock(ctx context.Context, name string) (held, error) {
 	lctx, cancel, err := r.l.WithContext(ctx, name)
 	if err != nil {
 		return nil, err
 	}
-	return ruHeld{lctx, cancel}, nil
+	h := ruHelds.Get().(*ruHeld)
+	h.ctx, h.cancel = lctx, cancel
+	return h, nil
 }
 
 func (r *ruLocker) Close() { r.l.Close() }

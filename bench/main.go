@@ -1,6 +1,6 @@
 // Command bench compares holdfast with redsync, redislock and rueidislock on
 // one Redis server, scenario by scenario, and checks holdfast against the
-// goals of the project's issue 4. See README.md.
+// goals of the project's issues 4 and 17. See README.md.
 //
 // Every scenario runs each library in turn against the same server in the
 // same run, interleaved over several rounds (the order rotates each round),
@@ -27,6 +27,7 @@ type env struct {
 	retryDelay time.Duration // redsync's and redislock's retry interval
 	libs       []string
 	res        *results
+	info       runInfo
 }
 
 func (e *env) notef(format string, args ...any) {
@@ -69,6 +70,7 @@ var scenarios = []scenario{
 	{"rwlock", runRWLock},
 	{"waiting", runWaiting},
 	{"renewal", runRenewal},
+	{"clients", runClients},
 	{"ceiling", runCeiling},
 	{"timerwheel", runTimerwheel},
 	{"lockall", runLockAll},
@@ -81,8 +83,9 @@ func main() {
 
 func run() int {
 	redisAddr := flag.String("redis", "", "address of a loopback Redis to use (default: start redis-server on a free loopback port)")
-	quick := flag.Bool("quick", false, "a shorter run, all of it within 60 s")
+	quick := flag.Bool("quick", false, "a shorter run, all of it within 5 minutes")
 	jsonOut := flag.String("json", "", "write every figure to this file as a JSON array")
+	mdOut := flag.String("markdown", "", "write the issue 17 section (run facts, figures, goals) to this file, replacing the section between its markers if it has them (e.g. ../docs/benchmarks.md)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (samples are labelled scenario= and library=)")
 	only := flag.String("only", "", "comma-separated scenarios to run (default: all)")
 	libs := flag.String("libs", strings.Join(allLibs, ","), "comma-separated libraries to compare")
@@ -90,7 +93,7 @@ func run() int {
 	flag.Parse()
 
 	start := time.Now()
-	e := &env{quick: *quick, retryDelay: *retry, res: newResults()}
+	e := &env{quick: *quick, retryDelay: *retry, res: newResults(), info: newRunInfo()}
 	for _, l := range strings.Split(*libs, ",") {
 		if l = strings.TrimSpace(l); l != "" {
 			e.libs = append(e.libs, l)
@@ -111,6 +114,14 @@ func run() int {
 	for s := range want {
 		if !contains(scenarioNames(), s) {
 			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (have %s)\n", s, strings.Join(scenarioNames(), ", "))
+			return 2
+		}
+	}
+
+	if *mdOut != "" {
+		// Refuse a file that could not be updated now, not after the run.
+		if err := checkMarkdownTarget(*mdOut); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 2
 		}
 	}
@@ -188,9 +199,16 @@ func run() int {
 
 	e.res.elapsed = time.Since(start)
 	e.res.settings = e.settings()
+	e.info.loadEnd = loadAvg()
 	e.res.printMarkdown(os.Stdout, e)
 	if *jsonOut != "" {
 		if err := e.res.writeJSON(*jsonOut); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if *mdOut != "" {
+		if err := e.res.writeMarkdownSection(*mdOut, e); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}

@@ -54,7 +54,7 @@ func lost(h held) bool {
 	switch h := h.(type) {
 	case *holdfast.Lock:
 		ch = h.Lost
-	case ruHeld:
+	case *ruHeld:
 		ch = h.ctx.Done()
 	default:
 		return false
@@ -152,7 +152,7 @@ func renewalRound(ctx context.Context, e *env, lib string, n int, window time.Du
 	cpu, w0 := e.startCPU(), time.Now()
 	time.Sleep(window)
 	k1, w1 := ctr.evalKeys.Load(), time.Now()
-	usage := cpu.report(float64(k1-k0), "renewed key")
+	usage := cpu.stop().report(float64(k1-k0), "renewed key")
 	c1, stats1 := ctr.snapshot(), e.snapshot()
 	lostN := 0
 	for _, h := range hs {

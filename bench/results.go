@@ -22,27 +22,33 @@ type figure struct {
 
 // units of every metric.
 var units = map[string]string{
-	"cycles_per_s":           "1/s",
-	"contended_cycles_per_s": "1/s",
-	"acquire_p50_us":         "us",
-	"acquire_p99_us":         "us",
-	"allocs_per_cycle":       "allocs",
-	"handoffs_per_s":         "1/s",
-	"handoff_p50_us":         "us",
-	"handoff_p99_us":         "us",
-	"commands_per_handoff":   "commands",
-	"self_reacquire_frac":    "fraction",
-	"min_share":              "fraction",
-	"fifo_violations":        "grants",
-	"waiter_commands":        "commands",
-	"drain_ms":               "ms",
-	"renewal_commands_per_s": "commands/s",
-	"heap_bytes_per_lock":    "bytes",
-	"lost_holds":             "holds",
-	"evalsha_per_s":          "1/s",
-	"rtt_p50_us":             "us",
-	"ns_per_op":              "ns",
-	"bytes_per_op":           "bytes",
+	"cycles_per_s":                     "1/s",
+	"contended_cycles_per_s":           "1/s",
+	"acquire_p50_us":                   "us",
+	"acquire_p99_us":                   "us",
+	"allocs_per_cycle":                 "allocs",
+	"client_cpu_us_per_cycle":          "us",
+	"redis_cpu_us_per_cycle":           "us",
+	"self_reacquires_per_s":            "1/s",
+	"handoff_p99_rtt":                  "RTT",
+	"heap_bytes_per_client":            "bytes",
+	"heap_bytes_per_client_with_redis": "bytes",
+	"handoffs_per_s":                   "1/s",
+	"handoff_p50_us":                   "us",
+	"handoff_p99_us":                   "us",
+	"commands_per_handoff":             "commands",
+	"self_reacquire_frac":              "fraction",
+	"min_share":                        "fraction",
+	"fifo_violations":                  "grants",
+	"waiter_commands":                  "commands",
+	"drain_ms":                         "ms",
+	"renewal_commands_per_s":           "commands/s",
+	"heap_bytes_per_lock":              "bytes",
+	"lost_holds":                       "holds",
+	"evalsha_per_s":                    "1/s",
+	"rtt_p50_us":                       "us",
+	"ns_per_op":                        "ns",
+	"bytes_per_op":                     "bytes",
 	// rwlock
 	"reads_per_s":             "1/s",
 	"writes_per_s":            "1/s",
@@ -56,10 +62,12 @@ var units = map[string]string{
 // metricOrder is the order of rows within a scenario.
 var metricOrder = []string{
 	"cycles_per_s", "contended_cycles_per_s", "acquire_p50_us", "acquire_p99_us", "allocs_per_cycle",
-	"handoffs_per_s", "handoff_p50_us", "handoff_p99_us", "commands_per_handoff", "self_reacquire_frac", "min_share",
+	"handoffs_per_s", "self_reacquires_per_s", "handoff_p50_us", "handoff_p99_us", "handoff_p99_rtt", "commands_per_handoff", "self_reacquire_frac", "min_share",
+	"client_cpu_us_per_cycle", "redis_cpu_us_per_cycle",
 	"fifo_violations",
 	"waiter_commands", "drain_ms",
 	"renewal_commands_per_s", "heap_bytes_per_lock", "lost_holds",
+	"heap_bytes_per_client", "heap_bytes_per_client_with_redis",
 	"evalsha_per_s", "rtt_p50_us",
 	"ns_per_op", "bytes_per_op",
 	"reads_per_s", "writes_per_s", "writer_wait_p99_us",
@@ -170,38 +178,60 @@ func fmtNum(v float64) string {
 	}
 }
 
-func (r *results) printMarkdown(w io.Writer, e *env) {
-	fmt.Fprintf(w, "# holdfast benchmark\n\n%s.\n\n", r.settings)
-	cols := append([]string(nil), e.libs...)
-	fmt.Fprintf(w, "| scenario | metric | unit | %s | reference |\n", strings.Join(cols, " | "))
-	fmt.Fprintf(w, "|---|---|---|%s---|\n", strings.Repeat("---:|", len(cols)))
+// row is one line of a table: a metric of a scenario.
+type row struct{ scenario, metric string }
+
+// allRows is every scenario's metrics in the table's order.
+func allRows() []row {
+	var out []row
 	for _, s := range scenarioNames() {
 		for _, m := range metricOrder {
-			var cells []string
-			any := false
-			for _, lib := range cols {
-				if v, ok := r.get(s, lib, m); ok {
-					cells = append(cells, fmtNum(v))
-					any = true
-				} else {
-					cells = append(cells, "–")
-				}
-			}
-			ref := ""
-			for _, lib := range []string{refBenchmark, refAfterFunc} {
-				if v, ok := r.get(s, lib, m); ok {
-					ref = fmt.Sprintf("%s (%s)", fmtNum(v), lib)
-					any = true
-				}
-			}
-			if !any {
-				continue
-			}
-			fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", s, m, units[m], strings.Join(cells, " | "), ref)
+			out = append(out, row{s, m})
 		}
 	}
+	return out
+}
+
+// printTable writes the rows that were measured as a markdown table: one
+// column per library, and a reference column.
+func (r *results) printTable(w io.Writer, libs []string, rows []row) {
+	fmt.Fprintf(w, "| scenario | metric | unit | %s | reference |\n", strings.Join(libs, " | "))
+	fmt.Fprintf(w, "|---|---|---|%s---|\n", strings.Repeat("---:|", len(libs)))
+	for _, rw := range rows {
+		s, m := rw.scenario, rw.metric
+		var cells []string
+		any := false
+		for _, lib := range libs {
+			if v, ok := r.get(s, lib, m); ok {
+				cells = append(cells, fmtNum(v))
+				any = true
+			} else {
+				cells = append(cells, "–")
+			}
+		}
+		ref := ""
+		for _, lib := range []string{refBenchmark, refAfterFunc, refPing} {
+			if v, ok := r.get(s, lib, m); ok {
+				ref = fmt.Sprintf("%s (%s)", fmtNum(v), lib)
+				any = true
+			}
+		}
+		if !any {
+			continue
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", s, m, units[m], strings.Join(cells, " | "), ref)
+	}
+}
+
+func (r *results) printMarkdown(w io.Writer, e *env) {
+	fmt.Fprintf(w, "# holdfast benchmark\n\n%s.\n\n", r.settings)
+	r.printTable(w, e.libs, allRows())
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "## Goals")
+	fmt.Fprintln(w, "## Issue 17")
+	fmt.Fprintln(w)
+	r.printIssue17(w, e)
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "## Goals (issue 4)")
 	fmt.Fprintln(w)
 	for _, g := range r.goals() {
 		fmt.Fprintf(w, "- %s\n", g)

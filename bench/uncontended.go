@@ -55,6 +55,11 @@ func uncontendedRound(ctx context.Context, e *env, lib string, round int, warm, 
 
 	var stop, measuring atomic.Bool
 	ws := make([]worker, uncontendedWorkers)
+	for i := range ws {
+		// Room for the window's latencies up front, so appending them does
+		// not allocate inside the window (allocs_per_cycle is the library's).
+		ws[i].lat = make([]time.Duration, 0, 4096)
+	}
 	var wg sync.WaitGroup
 	for i := range ws {
 		wg.Add(1)
@@ -94,18 +99,21 @@ func uncontendedRound(ctx context.Context, e *env, lib string, round int, warm, 
 	}
 
 	time.Sleep(warm)
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
 	cmds0, stats0 := ctr.snapshot(), e.snapshot()
 	wr0, cpu := ctr.writes.Load(), e.startCPU()
+	// The allocation counts are read right next to the cycle counts (no
+	// harness allocation between them), so allocs_per_cycle is the
+	// process's mallocs in the window ÷ the cycles completed in it.
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
 	c0, t0 := sum(), time.Now()
 	measuring.Store(true)
 	time.Sleep(dur)
 	measuring.Store(false)
 	c1, t1 := sum(), time.Now()
-	usage, wr1 := cpu.report(float64(sum()-c0), "cycle"), ctr.writes.Load()
-	cmds1, stats1 := ctr.snapshot(), e.snapshot()
 	runtime.ReadMemStats(&m1)
+	win, wr1 := cpu.stop(), ctr.writes.Load()
+	cmds1, stats1 := ctr.snapshot(), e.snapshot()
 	stop.Store(true)
 	waitOrCancel(&wg, cancel, 10*time.Second)
 
@@ -127,13 +135,14 @@ func uncontendedRound(ctx context.Context, e *env, lib string, round int, warm, 
 	e.res.add("uncontended", lib, "acquire_p50_us", us(percentile(lat, 50)))
 	e.res.add("uncontended", lib, "acquire_p99_us", us(percentile(lat, 99)))
 	e.res.add("uncontended", lib, "allocs_per_cycle", float64(m1.Mallocs-m0.Mallocs)/cycles)
+	win.record(e.res, "uncontended", lib, cycles)
 	if errs > 0 {
 		e.notef("uncontended/%s round %d: %d errors, last: %v", lib, round, errs, lastErr)
 	}
 	if round == e.rounds()-1 {
 		cmds := steady(countsDelta(cmds0, cmds1))
 		e.notef("uncontended/%s (last round): %s; %.1f commands per write call; server calls incl. inside scripts %.2f per cycle; %s",
-			lib, perUnit(cmds, cycles, "cycle"), float64(sumCalls(cmds))/float64(max(1, wr1-wr0)), float64(sumCalls(statsDelta(stats0, stats1)))/cycles, usage)
+			lib, perUnit(cmds, cycles, "cycle"), float64(sumCalls(cmds))/float64(max(1, wr1-wr0)), float64(sumCalls(statsDelta(stats0, stats1)))/cycles, win.report(cycles, "cycle"))
 	}
 	return nil
 }

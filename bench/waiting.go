@@ -10,14 +10,17 @@ import (
 const (
 	waitClients = 4
 	waiters     = 100
+	// waitHold is how long the holder keeps the lock while the waiters
+	// wait: the window of issue 17's goal (≤ 20 commands in 5 s).
+	waitHold = 5 * time.Second
 )
 
-// runWaiting measures what 100 waiters cost while one holder keeps the lock,
-// and how fast they all get it once it is released.
+// runWaiting measures what 100 waiters cost while one holder keeps the lock
+// for 5 s, and how fast they all get it once it is released.
 func runWaiting(e *env) error {
-	hold, rounds := 10*time.Second, 3
+	hold, rounds := waitHold, 3
 	if e.quick {
-		hold, rounds = 3*time.Second, 1
+		rounds = 1
 	}
 	for r := range rounds {
 		for _, lib := range e.order(r) {
@@ -58,6 +61,15 @@ func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, ho
 	ctx, cancel := context.WithTimeout(ctx, holdFor+time.Minute)
 	defer cancel()
 	name := fmt.Sprintf("wait:%s:%d", lib, round)
+	// Each waiters' client takes and releases a lock of its own first, as a
+	// long-lived client has: the connections it opens for any lock are then
+	// open, and the window sees only what waiting costs (a connection opened
+	// because callers wait is counted, handshake and all).
+	for i, cl := range cls {
+		if err := useOnce(ctx, cl, fmt.Sprintf("%s:warm:%d", name, i)); err != nil {
+			return fmt.Errorf("warm-up: %w", err)
+		}
+	}
 
 	h, err := holder.Lock(ctx, name)
 	if err != nil {
@@ -116,16 +128,19 @@ func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, ho
 	if failed > 0 {
 		return fmt.Errorf("%d of %d waiters failed, first: %v", failed, waiters, firstErr)
 	}
+	// Every command the waiters' clients wrote in the window counts: lock
+	// calls, subscriptions, keep-alive PINGs, and the handshakes of any
+	// connection a client opened because its callers began to wait.
 	wc := countsDelta(w0, w1)
-	e.res.add("waiting", lib, "waiter_commands", float64(sumCalls(steady(wc))))
+	e.res.add("waiting", lib, "waiter_commands", float64(sumCalls(wc)))
 	e.res.add("waiting", lib, "drain_ms", float64(last.Sub(released))/float64(time.Millisecond))
 	if early > 0 {
 		e.notef("waiting/%s round %d: MUTUAL EXCLUSION BROKEN: %d waiters acquired before the holder released", lib, round, early)
 	}
 	if round == rounds-1 {
 		hc := countsDelta(hc0, hc1)
-		e.notef("waiting/%s (last round, %v hold): waiters sent %d commands besides handshakes, all: %s; the holder sent %d more; server calls incl. inside scripts, holder included: %d",
-			lib, holdFor, sumCalls(steady(wc)), fmtCounts(wc), sumCalls(hc), sumCalls(statsDelta(stats0, stats1)))
+		e.notef("waiting/%s (last round, %v hold): waiters' clients sent %d commands (%d of them handshakes): %s; the holder sent %d more; server calls incl. inside scripts, holder included: %d",
+			lib, holdFor, sumCalls(wc), sumCalls(wc)-sumCalls(steady(wc)), fmtCounts(wc), sumCalls(hc), sumCalls(statsDelta(stats0, stats1)))
 	}
 	return nil
 }

@@ -29,6 +29,11 @@ type Kind struct {
 	Acquire func(env Env, r *Request, expected int64) scripts.Call
 	// DecodeAcquire turns the acquire call's reply into an outcome.
 	DecodeAcquire func(reply []int64) (AcquireResult, error)
+	// HoldToken: a reentry's reply carries the token stored with the hold
+	// itself (not the fence counter's current value), so a reentry answered
+	// with another token met another hold of the same field — an older one
+	// a failover's roll-back brought back — and this owner's hold is gone.
+	HoldToken bool
 	// Release builds the call that gives back one reentry of field's hold
 	// (expected is the count the owner holds before it; 0 removes the field
 	// whatever its count, and whatever else Redis keeps for it, such as a

@@ -43,6 +43,7 @@ var ReadWrite = &Kind{
 	// readers keep nothing in Redis while they wait.
 	Queues:        func(r *Request) bool { return r.Mode == ModeWrite },
 	DecodeAcquire: decodeRWAcquire,
+	HoldToken:     true,
 	Release: func(env Env, field string, expected int64) scripts.Call {
 		keys, args := scripts.RWReleaseCall(env.Name, field, expected)
 		return scripts.Call{Script: scripts.RWReleaseScript, Keys: keys, Args: args}

@@ -837,9 +837,11 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		m.finish(r, res.Err)
 	default:
 		// The owner's count in Redis is not zero though this client holds
-		// nothing under it: another process writes with the same ClientID.
+		// nothing under it. Fields carry a random per-Client instance, so
+		// this is a grant the client gave up on (an ambiguous call whose
+		// undo did not reach Redis) or a field forged by hand.
 		m.removeWaiting(r)
-		m.finish(r, fmt.Errorf("holdfast: owner field %q already holds the lock %d times in Redis, unknown to this client (is the ClientID shared by two processes?)", r.Field, res.Count))
+		m.finish(r, fmt.Errorf("holdfast: owner field %q already holds the lock %d times in Redis, unknown to this client (a grant given up after an unanswered call, or another writer using this field; it ends with its lease)", r.Field, res.Count))
 	}
 }
 

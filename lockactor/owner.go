@@ -247,6 +247,16 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResu
 	}
 	o.op.backoff = m.cfg.Backoff
 	switch {
+	case res.Code == Granted && res.Count == o.op.expected+1 && m.kind.HoldToken && res.Token != o.token:
+		// The reentry joined another hold of this field: this owner's hold
+		// is gone. Its holders are told, and the hold the reentry joined,
+		// which no holder here uses, is given back whole.
+		o.waiting = append([]*request{r}, o.waiting...)
+		m.ownerLost(now, o, fmt.Errorf("%w: Redis holds this owner's field under token %d, not this hold's %d (a failover brought back an older hold)", ErrNotOwner, res.Token, o.token))
+		stray := m.newOwner(o.field, res.Count, res.Token)
+		stray.undo, stray.undoUntil = true, o.op.sent.Add(r.Lease)
+		m.startRelease(now, stray, nil, 0)
+		return
 	case res.Code == Granted && res.Count == o.op.expected+1:
 		o.count = res.Count
 		if r.ending {

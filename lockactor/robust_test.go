@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // The wait budget ends a request at the budget even while its acquire is in
@@ -72,5 +74,50 @@ func TestRenewalRefusedAsReplicaEndsHoldAtOnce(t *testing.T) {
 	}
 	if !d.m.Idle() {
 		t.Fatal("not idle")
+	}
+}
+
+// A read-write reentry answered with another token than its owner's met an
+// older hold of the same field (a failover's roll-back brought it back): the
+// owner's holds are Lost with ErrNotOwner, the hold the reentry joined is
+// given back whole, and the reentry asks afresh once that is answered.
+func TestRWReentryMeetingAnotherHoldLosesTheOwner(t *testing.T) {
+	d := newDriver(t)
+	enq := func(id ReqID) []Effect {
+		return d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: id, Field: "c:i:x:r", Lease: lease, Watchdog: true, Wait: -1, Kind: ReadWrite, Mode: ModeRead}})
+	}
+	call := func(effs []Effect) Effect {
+		t.Helper()
+		for _, e := range effs {
+			if e.Kind == EffCall {
+				return e
+			}
+		}
+		t.Fatalf("no call in %v", kinds(effs))
+		return Effect{}
+	}
+	acq := call(enq(1))
+	one(t, d.step(granted(acq.Op, 1, 3)), EffAcquired)
+	re := call(enq(2))
+	if re.Call.Script != scripts.RWAcquireScript || re.Call.Args[2] != "1" {
+		t.Fatalf("reentry call %s %v", re.Call.Script.Name, re.Call.Args)
+	}
+	effs := d.step(granted(re.Op, 2, 2)) // count as expected, but token 2, not 3
+	none(t, effs, EffAcquired)
+	if l := one(t, effs, EffLost); l.ID != 1 || !errors.Is(l.Err, ErrNotOwner) {
+		t.Fatalf("lost %+v", l)
+	}
+	undo := call(effs)
+	if undo.Call.Script != scripts.RWReleaseScript || undo.Call.Args[0] != "c:i:x:r" || undo.Call.Args[1] != "0" {
+		t.Fatalf("undo call %s %v, want rw_release of the whole field", undo.Call.Script.Name, undo.Call.Args)
+	}
+	// The reentry, a fresh request now, waits for the undo's answer.
+	effs = d.step(Msg{Kind: MsgReply, Op: undo.Op, Reply: []int64{0}})
+	fresh := call(effs)
+	if fresh.Call.Script != scripts.RWAcquireScript || fresh.Call.Args[2] != "0" {
+		t.Fatalf("after the undo: %s %v, want a fresh rw_acquire", fresh.Call.Script.Name, fresh.Call.Args)
+	}
+	if a := one(t, d.step(granted(fresh.Op, 1, 4)), EffAcquired); a.ID != 2 || a.Token != 4 {
+		t.Fatalf("acquired %+v", a)
 	}
 }

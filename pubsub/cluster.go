@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/holdfast/holdfast/internal/keyslot"
 )
 
 // The router of a cluster Manager: it places each wanted channel on the
@@ -203,22 +205,4 @@ func nodeAddr(n map[string]rueidis.RedisMessage) string {
 
 // Slot is the Redis Cluster slot of a key or channel (CRC16 of its hash
 // tag, mod 16384).
-func Slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
-}
+func Slot(key string) uint16 { return keyslot.Of(key) }

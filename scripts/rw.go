@@ -35,7 +35,7 @@ var (
 // The read-write kind's scripts, registered for the runtimes.
 var (
 	RWAcquireScript   = NewScript("rw_acquire", RWAcquire)
-	RWReleaseScript   = NewScript("rw_release", RWRelease)
+	RWReleaseScript   = noSync(NewScript("rw_release", RWRelease))
 	RWRenewScript     = NewScript("rw_renew", RWRenew)
 	RWKeepAliveScript = NewScript("rw_keepalive", RWKeepAlive)
 )

@@ -45,8 +45,13 @@
 --                      hold: it would wait for itself
 --
 -- Like acquire.lua the call is idempotent: a repeat of an attempt that already
--- ran (count is expected + 1) answers the same grant again. Leases are only
--- ever extended, never shortened.
+-- ran (count is expected + 1) answers the same grant again. A fresh request
+-- (expected 0) that meets a hold of its own field takes a new token for it:
+-- the hold is its own attempt whose reply was lost, or one its client gave up
+-- on (an undo a failover's roll-back lost); either way no holder uses its
+-- token, and the new one is above every token granted since (a reader of the
+-- same owner may have been granted beside it). Leases are only ever extended,
+-- never shortened.
 local lk, key, hf = KEYS[1], KEYS[2], ARGV[1]
 local lease, expected, claimms = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local pfx = key .. ':rw:'
@@ -115,6 +120,7 @@ if v then count = tonumber(v) end
 
 if count == expected + 1 or (count > 0 and count == expected) then
   if count == expected then count = redis.call('hincrby', key, hf, 1) end
+  if expected == 0 then redis.call('set', lk, take_token(), 'keepttl') end
   if redis.call('pttl', lk) < lease then redis.call('pexpire', lk, lease) end
   if redis.call('pttl', key) < lease then redis.call('pexpire', key, lease) end
   return {1, count, tonumber(redis.call('get', lk) or '0')}

@@ -136,19 +136,19 @@ func TestRWScripts(t *testing.T) {
 	for _, b := range rwBackends(t) {
 		steps := []rwStep{
 			{desc: "first reader", src: A, call: acq("n", "a", r, 10000, 0, 3000), want: []int64{1, 1, 1}},
-			{desc: "repeat of the grant", src: A, call: acq("n", "a", r, 10000, 0, 3000), want: []int64{1, 1, 1}},
-			{desc: "second reader shares", src: A, call: acq("n", "b", r, 10000, 0, 3000), want: []int64{1, 1, 2}},
-			{desc: "reader reentry keeps its token", src: A, call: acq("n", "a", r, 10000, 1, 3000), want: []int64{1, 2, 1}},
+			{desc: "repeat of the grant takes a new token (nobody uses the first)", src: A, call: acq("n", "a", r, 10000, 0, 3000), want: []int64{1, 1, 2}},
+			{desc: "second reader shares", src: A, call: acq("n", "b", r, 10000, 0, 3000), want: []int64{1, 1, 3}},
+			{desc: "reader reentry keeps its token", src: A, call: acq("n", "a", r, 10000, 1, 3000), want: []int64{1, 2, 2}},
 			{desc: "writer waits and leaves a claim", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{0, pttl}},
 			{desc: "writer retry renews its claim", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{0, pttl}},
 			{desc: "new reader queues behind the claim, sleeps at most its lease", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{0, pttl}, max: 3000},
 			{desc: "a reader of the waiting writer's own client is not held back (its local queue orders them)", src: A, call: func() ([]string, []string) {
 				return scripts.RWAcquireCall("n", scripts.RWField(r, "w:i:other"), 10*time.Second, 0, 0)
-			}, want: []int64{1, 1, 3}},
+			}, want: []int64{1, 1, 4}},
 			{desc: "which leaves", src: R, call: func() ([]string, []string) {
 				return scripts.RWReleaseCall("n", scripts.RWField(r, "w:i:other"), 1)
 			}, want: []int64{0}},
-			{desc: "existing reader re-enters despite the claim", src: A, call: acq("n", "b", r, 10000, 1, 3000), want: []int64{1, 2, 2}},
+			{desc: "existing reader re-enters despite the claim", src: A, call: acq("n", "b", r, 10000, 1, 3000), want: []int64{1, 2, 3}},
 			{desc: "read to write would deadlock", src: A, call: acq("n", "a", w, 10000, 0, 3000), want: []int64{-3}},
 			{desc: "count mismatch", src: A, call: acq("n", "a", r, 10000, 5, 3000), want: []int64{-1, 2}},
 			{desc: "release by a stranger", src: R, call: rel("n", "x", r, 1), want: []int64{-1}},
@@ -159,17 +159,17 @@ func TestRWScripts(t *testing.T) {
 			{desc: "repeat of final release", src: R, call: rel("n", "a", r, 1), want: []int64{-1}},
 			{desc: "b inner", src: R, call: rel("n", "b", r, 2), want: []int64{1}},
 			{desc: "last reader leaves: one message", src: R, call: rel("n", "b", r, 1), want: []int64{0}, pub: 1},
-			{desc: "waiting writer granted, next token", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{1, 1, 4}},
+			{desc: "waiting writer granted, next token", src: A, call: acq("n", "w", w, 10000, 0, 3000), want: []int64{1, 1, 5}},
 			{desc: "reader waits for the writer", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{0, pttl}},
 			{desc: "other writer waits", src: A, call: acq("n", "v", w, 10000, 0, 0), want: []int64{0, pttl}},
-			{desc: "write to read is allowed", src: A, call: acq("n", "w", r, 10000, 0, 3000), want: []int64{1, 1, 5}},
-			{desc: "write reentry keeps its token", src: A, call: acq("n", "w", w, 10000, 1, 3000), want: []int64{1, 2, 4}},
+			{desc: "write to read is allowed", src: A, call: acq("n", "w", r, 10000, 0, 3000), want: []int64{1, 1, 6}},
+			{desc: "write reentry keeps its token", src: A, call: acq("n", "w", w, 10000, 1, 3000), want: []int64{1, 2, 5}},
 			{desc: "write inner release", src: R, call: rel("n", "w", w, 2), want: []int64{1}},
 			{desc: "writer leaves, its read stays: one message", src: R, call: rel("n", "w", w, 1), want: []int64{0}, pub: 1},
-			{desc: "waiting reader now shares with the former writer", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{1, 1, 6}},
+			{desc: "waiting reader now shares with the former writer", src: A, call: acq("n", "c", r, 10000, 0, 3000), want: []int64{1, 1, 7}},
 			{desc: "w's read ends", src: R, call: rel("n", "w", r, 1), want: []int64{0}},
 			{desc: "c abandons its read", src: R, call: rel("n", "c", r, 0), want: []int64{0}, pub: 1},
-			{desc: "writer on a free name, no claim left behind by v", src: A, call: acq("n", "v", w, 10000, 0, 0), want: []int64{1, 1, 7}},
+			{desc: "writer on a free name, no claim left behind by v", src: A, call: acq("n", "v", w, 10000, 0, 0), want: []int64{1, 1, 8}},
 			{desc: "writer leaves", src: R, call: rel("n", "v", w, 1), want: []int64{0}, pub: 1},
 		}
 		b.walk(t, steps)

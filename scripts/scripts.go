@@ -56,6 +56,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/holdfast/holdfast/internal/keyslot"
 )
 
 // Lua sources, embedded from the .lua files beside this file.
@@ -101,6 +103,11 @@ func WithFence(body string) string { return fencePrelude + body }
 type Script struct {
 	Name string // the .lua file's base name, for logs and errors
 	Src  string
+	// NoSync: the script only gives a hold up, so replica sync
+	// (Config.SyncReplicas) need not wait for it. A release a failover
+	// loses leaves a hold that ends with its lease, and any later synced
+	// write carries it to the replicas, as replication keeps order.
+	NoSync bool
 }
 
 var all []*Script
@@ -110,6 +117,12 @@ var all []*Script
 func NewScript(name, src string) *Script {
 	s := &Script{Name: name, Src: src}
 	all = append(all, s)
+	return s
+}
+
+// noSync marks s as a script replica sync need not wait for.
+func noSync(s *Script) *Script {
+	s.NoSync = true
 	return s
 }
 
@@ -128,7 +141,7 @@ type Call struct {
 // The scripts of the reentrant lock, and the watchdog's batch renewal.
 var (
 	AcquireScript = NewScript("acquire", Acquire)
-	ReleaseScript = NewScript("release", Release)
+	ReleaseScript = noSync(NewScript("release", Release))
 	RenewScript   = NewScript("renew", Renew)
 	HandoffScript = NewScript("handoff", Handoff)
 	// FenceRaiseScript raises a name's fence counter to a floor (RedLock).
@@ -231,30 +244,12 @@ var slotFenceKeys = sync.OnceValue(func() *[slots]string {
 })
 
 // slots is the number of Redis Cluster hash slots.
-const slots = 16384
+const slots = keyslot.Count
 
 // Slot is the Redis Cluster hash slot of key: the CRC16 of its hash tag (the
 // text between the first '{' and the next '}', when not empty) or of the
 // whole key, mod 16384.
-func Slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % slots
-}
+func Slot(key string) uint16 { return keyslot.Of(key) }
 
 // WaitKey is the waiter mark of name: acquire.lua sets it, with a TTL that
 // outlives the refused waiter's sleep, and release.lua announces a release

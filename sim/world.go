@@ -283,6 +283,12 @@ type call struct {
 // send carries a script call from c to the primary and its reply back,
 // through the network, with the client's call timeout.
 func (w *World) send(c *Client, src string, keys, args []string, reply func(Reply, lockactor.Fault)) {
+	w.sendWatching(c, src, keys, args, keys[0], reply)
+}
+
+// sendWatching is send, with the reply's execExpiry read from key: the key
+// whose TTL bounds the hold the call serves.
+func (w *World) sendWatching(c *Client, src string, keys, args []string, key string, reply func(Reply, lockactor.Fault)) {
 	w.seq++
 	id := w.seq
 	cl := &call{reply: reply}
@@ -307,7 +313,7 @@ func (w *World) send(c *Client, src string, keys, args []string, reply func(Repl
 			return
 		}
 		r := n.Eval(src, keys, args)
-		expires, ranAt := n.expiry(keys[0]), w.now
+		expires, ranAt := n.expiry(key), w.now
 		replicate()
 		if c.partitioned || w.lose() {
 			return
@@ -391,6 +397,12 @@ const (
 	// (lost, timed out) or an error; what it carried may not have reached
 	// Redis. Req is 0: a call may serve several requests.
 	CallFailed
+	// Extended: a renewal found Field holding Name in Redis and left the
+	// key to expire at ExpiresAt (its script ran at RanAt, in Generation).
+	// Req is 0: a renewal serves an owner field, not one Lock, and may land
+	// while none of the field's Locks is held — a reentry answered after it
+	// is then told a deadline this renewal bought.
+	Extended
 )
 
 // Event is one entry of the World's history: a grant or the end of a Lock.

@@ -21,7 +21,9 @@ const connHelp = `Redis: --redis URL, else $HOLDFAST_REDIS, else ` + defaultRedi
   rediss://HOST:PORT                             TLS; add ?skip_verify=true to skip certificate checks
   redis://HOST1:PORT1?addr=HOST2:PORT2&addr=...  Redis Cluster: several seed nodes
   redis://SENTINEL1:PORT?addr=SENTINEL2:PORT&master_set=NAME
-                                                 Sentinel: the primary of master set NAME
+                                                 Sentinel: the primary of master set NAME; the
+                                                 URL's user and password are the primary's, and
+                                                 sentinel_username, sentinel_password the Sentinels'
   Query options: dial_timeout, write_timeout, client_name, protocol=2.
   Passwords are never printed; prefer $HOLDFAST_REDIS to --redis, which ps shows.
 `
@@ -54,11 +56,27 @@ func parseRedis(flagValue string) (target, error) {
 	if pw, ok := u.User.Password(); ok {
 		addSecret(pw)
 	}
+	// The Sentinels' own credentials: rueidis' URL syntax has none, so
+	// they are taken out of the query before it parses the rest.
+	q := u.Query()
+	sentinelUser, sentinelPassword := q.Get("sentinel_username"), q.Get("sentinel_password")
+	if q.Has("sentinel_password") {
+		addSecret(sentinelPassword)
+		q.Set("sentinel_password", "xxxxx")
+		u.RawQuery = q.Encode()
+	}
 	display := u.Redacted()
-	opt, err := rueidis.ParseURL(s)
+	q.Del("sentinel_username")
+	q.Del("sentinel_password")
+	u.RawQuery = q.Encode()
+	opt, err := rueidis.ParseURL(u.String())
 	if err != nil {
 		return target{}, usageError{fmt.Sprintf("--redis %s: %s", display, strings.TrimPrefix(err.Error(), "redis: "))}
 	}
+	if (sentinelUser != "" || sentinelPassword != "") && opt.Sentinel.MasterSet == "" {
+		return target{}, usageError{fmt.Sprintf("--redis %s: sentinel_username and sentinel_password need master_set", display)}
+	}
+	opt.Sentinel.Username, opt.Sentinel.Password = sentinelUser, sentinelPassword
 	opt.DisableCache = true // holdfast reads nothing twice: no client-side cache
 	if opt.Dialer.Timeout == 0 {
 		opt.Dialer.Timeout = 5 * time.Second

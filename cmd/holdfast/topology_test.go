@@ -76,6 +76,40 @@ func TestSentinelURL(t *testing.T) {
 	}
 }
 
+// A Sentinel with a password of its own: sentinel_password carries it, the
+// URL's password stays the primary's, and no output shows either.
+func TestSentinelURLWithPassword(t *testing.T) {
+	srv := redistest.Start(t)
+	sentinel := deadAddr(t)
+	host, port, _ := net.SplitHostPort(srv.Addr)
+	_, sport, _ := net.SplitHostPort(sentinel)
+	conf := filepath.Join(t.TempDir(), "sentinel.conf")
+	err := os.WriteFile(conf, []byte("port "+sport+"\nbind 127.0.0.1\nprotected-mode no\nrequirepass s3ntinel-secret\n"+
+		"sentinel monitor jobs "+host+" "+port+" 1\n"), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// startProcess PINGs through redis-cli -u: the address with the password.
+	startProcess(t, "default:s3ntinel-secret@"+sentinel, "redis-server", conf, "--sentinel")
+
+	base := "redis://" + sentinel + "?master_set=jobs"
+	r := runHoldfast(t, "exec", "--redis", base+"&sentinel_password=wr0ng-secret", "nightly", "--", "true")
+	if r.code == 0 {
+		t.Fatalf("exec with the wrong Sentinel password succeeded")
+	}
+	if strings.Contains(r.stdout+r.stderr, "wr0ng-secret") {
+		t.Fatalf("output shows the Sentinel password: %q", r.stderr)
+	}
+	r = runHoldfast(t, "exec", "--redis", base+"&sentinel_password=s3ntinel-secret", "nightly", "--", "sh", "-c", "echo $HOLDFAST_TOKEN")
+	if r.code != 0 || strings.TrimSpace(r.stdout) != "1" {
+		t.Fatalf("exec through a Sentinel with a password: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = runHoldfast(t, "exec", "--redis", "redis://"+srv.Addr+"?sentinel_password=s3ntinel-secret", "nightly", "--", "true")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "need master_set") || strings.Contains(r.stderr, "s3ntinel-secret") {
+		t.Fatalf("sentinel_password without master_set: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 // exec, status and list work on a cluster named by several seed addresses
 // (here the one node of a cluster that owns every slot, twice over).
 func TestClusterURL(t *testing.T) {

@@ -78,7 +78,8 @@ func TestSentinelHoldSurvivesFailover(t *testing.T) {
 // SyncReplicas 1, no Lock reports Acquired: it ends with ErrReplicaSync and
 // the grant is undone on the primary. A hold taken before the freeze keeps
 // renewing on the primary but none of its renewals syncs, so it is Lost at
-// its deadline. Once the replica runs again, Locks are granted.
+// its deadline. Once the replica runs again, Locks are granted, and their
+// release runs without WAIT.
 func TestSentinelSyncWithoutAck(t *testing.T) {
 	s := topology.StartSentinel(t)
 	hf := newClient(t, s.Client(t), holdfast.Config{
@@ -112,10 +113,16 @@ func TestSentinelSyncWithoutAck(t *testing.T) {
 	topology.Eventually(t, 10*time.Second, "replica back in sync", func() bool {
 		return s.Replica.Info("replication", "master_link_status") == "up"
 	})
-	again := hf.Lock(ctx, "unsynced")
+	again := hf.Lock(ctx, "unsynced", holdfast.WithLease(30*time.Second)) // no renewal WAITs
 	mustAcquire(t, again)
+	// A release does not wait for replicas: it runs without WAIT.
+	waits := func() string { return s.Primary.Info("commandstats", "cmdstat_wait") }
+	before := waits()
 	if err := again.Release(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if after := waits(); after != before {
+		t.Fatalf("the release ran WAIT: cmdstat_wait %q, then %q", before, after)
 	}
 }
 

@@ -103,8 +103,10 @@ if mode == 'take' and #ARGV > 6 then
   -- place was left behind) is not taken: it passes on as any other.
   local g = granted(H)
   local behind = false
-  for i = 7, #ARGV do
-    if ARGV[i] == g then behind = true end
+  if g and client(g) == client(field) then
+    for i = 7, #ARGV do
+      if ARGV[i] == g then behind = true end
+    end
   end
   if behind then
     local now = now_ms()

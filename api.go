@@ -349,12 +349,15 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	}
 	owner, ok, _ := ownerFrom(ctx)
 	id := c.nextID.Add(1)
-	if !ok {
-		owner = "~" + strconv.FormatUint(id, 10)
+	var field string
+	if ok {
+		field = scripts.Field(c.cfg.ClientID, c.instance, owner)
+	} else {
+		field = anonymousField(c.cfg.ClientID, c.instance, id)
 	}
 	req := lockactor.Request{
 		ID:       lockactor.ReqID(id),
-		Field:    scripts.Field(c.cfg.ClientID, c.instance, owner),
+		Field:    field,
 		Lease:    o.lease,
 		Watchdog: o.lease == 0,
 		Wait:     o.wait,
@@ -444,7 +447,9 @@ type Lock struct {
 	relAnswered bool
 	over        bool
 	stop        func() bool // stops the context watcher
-	tokens      []uint64    // a LockAll's tokens, set before Acquired closes
+	// tokens are a LockAll's tokens, set before Acquired closes; a pointer
+	// rather than a slice keeps a Lock within 256 bytes (its size class).
+	tokens *[]uint64
 }
 
 func newLock(name string) *Lock {
@@ -503,7 +508,7 @@ func (l *Lock) Tokens() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.tokens != nil {
-		return append([]uint64(nil), l.tokens...)
+		return append([]uint64(nil), (*l.tokens)...)
 	}
 	return []uint64{l.Token()}
 }

@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -96,4 +97,19 @@ func ownerFrom(ctx context.Context) (string, bool, error) {
 		return "", true, fmt.Errorf("%w: owner %q starts with '~', which is reserved", ErrInvalidOption, owner)
 	}
 	return owner, true, nil
+}
+
+// anonymousField is scripts.Field(clientID, instance, "~N") for the N-th
+// Lock call without an owner, built in one allocation instead of three.
+func anonymousField(clientID, instance string, n uint64) string {
+	var num [20]byte
+	digits := strconv.AppendUint(num[:0], n, 10)
+	var b strings.Builder
+	b.Grow(len(clientID) + len(instance) + 3 + len(digits))
+	b.WriteString(clientID)
+	b.WriteByte(':')
+	b.WriteString(instance)
+	b.WriteString(":~")
+	b.Write(digits)
+	return b.String()
 }

@@ -2,6 +2,7 @@ package actor
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,9 +22,11 @@ type lockActor struct {
 
 	m       *lockactor.Machine
 	handles smallMap[lockactor.ReqID, lockactor.Handle]
-	timers  smallMap[lockactor.TimerKey, timer]
-	seq     uint64
-	unsub   func()
+	timers  smallMap[lockactor.TimerKey, *machineTimer] // pending ones
+	// spareTimers are machine timer records free for reuse (timers.go).
+	spareTimers []*machineTimer
+	seq         uint64
+	unsub       func()
 	// fields are the owner fields this actor may have written to Redis
 	// since it was last idle: on a crash, each is released (abandoned).
 	fields smallMap[string, struct{}]
@@ -36,63 +39,62 @@ type lockActor struct {
 	idleAt  time.Time // when the actor last became idle
 }
 
-type timer struct {
-	t   *timerwheel.Timer
-	seq uint64
-}
-
-// timerFired is sent by a wheel timer; seq tells a current firing from one
-// that was rescheduled or cancelled after its callback started.
-type timerFired struct {
-	key lockactor.TimerKey
-	seq uint64
-}
-
 // effectBufs holds the buffers the machines' effects are collected in,
 // shared by all actors rather than one kept per lock.
 var effectBufs = sync.Pool{New: func() any { return new([]lockactor.Effect) }}
 
-// crash makes the actor panic; tests use it to exercise supervision.
-type crash struct{}
-
-// idleTimeout ends the lingering of an idle actor.
-type idleTimeout struct{ seq uint64 }
-
-func newLockActor(s *System, name string) *lockActor {
-	return &lockActor{
-		sys:  s,
-		name: name,
-		m:    lockactor.New(name, s.cfg.Machine),
-	}
-}
+// lockActorName reads the lock name from the protoactor id of its actor:
+// the name, then '$' and a number unique in the process
+// (RootContext.SpawnPrefix), so every incarnation starts blank and learns
+// its name at Started. One Props then serves every actor of a System: one
+// of its own per actor cost each held lock about 250 bytes.
+func lockActorName(id string) string { return id[:strings.LastIndexByte(id, '$')] }
 
 // Receive implements protoactor.Actor.
 func (a *lockActor) Receive(ctx protoactor.Context) {
 	switch msg := ctx.Message().(type) {
 	case *protoactor.Started:
 		a.self = ctx.Self()
+		a.name = lockActorName(a.self.Id)
+		a.m = lockactor.New(a.name, a.sys.cfg.Machine)
 		if a.m.Idle() && a.sys.passivate(a.name) {
 			// A restarted incarnation with nothing on its way: stop.
 			a.done = true
 			ctx.Stop(a.self)
 		}
-	case enqueueMsg:
+	case *letter:
+		a.receive(ctx, msg)
+		msg.free()
+	case *protoactor.Restarting:
+		a.abandon(panicError("restarted after a panic"))
+	case *protoactor.Stopped:
+		if !a.done {
+			// Stopped by the supervisor (too many restarts) or the system.
+			a.abandon(panicError("stopped"))
+			a.sys.forget(a.name)
+		}
+	}
+}
+
+// receive handles a letter from the runtime.
+func (a *lockActor) receive(ctx protoactor.Context, l *letter) {
+	switch l.tag {
+	case tagEnqueue:
 		a.sys.received(a.name)
-		a.handles.set(msg.req.ID, msg.handle)
-		a.step(ctx, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: msg.req})
-	case lockactor.Msg:
-		if msg.Kind == lockactor.MsgShutdown && a.m.Idle() {
+		a.handles.set(l.msg.Req.ID, l.handle)
+		a.step(ctx, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: l.msg.Req})
+	case tagMsg:
+		if l.msg.Kind == lockactor.MsgShutdown && a.m.Idle() {
 			a.passivate(ctx)
 			return
 		}
-		a.step(ctx, msg)
-	case timerFired:
-		if t, ok := a.timers.get(msg.key); ok && t.seq == msg.seq {
-			a.timers.del(msg.key)
-			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: msg.key})
+		a.step(ctx, l.msg)
+	case tagTimer:
+		if key, ok := a.timerFired(l.timer, l.seq); ok {
+			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: key})
 		}
-	case idleTimeout:
-		if a.idle != nil && msg.seq == a.idleSeq {
+	case tagIdle:
+		if a.idle != nil && l.seq == a.idleSeq {
 			a.idle = nil
 			if !a.m.Idle() || a.done {
 				return
@@ -105,16 +107,8 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 			}
 			a.passivate(ctx)
 		}
-	case crash:
+	case tagCrash:
 		panic("holdfast: injected crash")
-	case *protoactor.Restarting:
-		a.abandon(panicError("restarted after a panic"))
-	case *protoactor.Stopped:
-		if !a.done {
-			// Stopped by the supervisor (too many restarts) or the system.
-			a.abandon(panicError("stopped"))
-			a.sys.forget(a.name)
-		}
 	}
 }
 
@@ -138,7 +132,7 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 		// allocations per cycle.
 		return
 	}
-	a.fields.reset()
+	a.fields.empty()
 	if a.sys.closing() {
 		a.passivate(ctx)
 		return
@@ -155,7 +149,9 @@ func (a *lockActor) lingerUntil(t time.Time) {
 	a.idleSeq++
 	seq := a.idleSeq
 	a.idle = a.sys.cfg.Wheel.Schedule(t, func() {
-		a.send(idleTimeout{seq})
+		l := newLetter(tagIdle)
+		l.seq = seq
+		a.post(l)
 	})
 }
 
@@ -171,8 +167,16 @@ func (a *lockActor) passivate(ctx protoactor.Context) {
 	}
 }
 
-func (a *lockActor) send(msg any) {
-	a.sys.root.Send(a.self, msg)
+// post sends l to the actor.
+func (a *lockActor) post(l *letter) {
+	a.sys.root.Send(a.self, l)
+}
+
+// send sends the machine message msg to the actor.
+func (a *lockActor) send(msg lockactor.Msg) {
+	l := newLetter(tagMsg)
+	l.msg = msg
+	a.post(l)
 }
 
 // reply delivers a script call's reply, as the last thing the call's
@@ -204,19 +208,9 @@ func (a *lockActor) apply(e lockactor.Effect) {
 				a.send(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: fault})
 			}})
 	case lockactor.EffSchedule:
-		if old, ok := a.timers.get(e.Timer); ok {
-			old.t.Stop()
-		}
-		a.seq++
-		key, seq := e.Timer, a.seq
-		a.timers.set(key, timer{seq: seq, t: s.cfg.Wheel.Schedule(e.At, func() {
-			a.send(timerFired{key: key, seq: seq})
-		})})
+		a.schedule(e.Timer, e.At)
 	case lockactor.EffCancelTimer:
-		if t, ok := a.timers.get(e.Timer); ok {
-			t.t.Stop()
-			a.timers.del(e.Timer)
-		}
+		a.cancelTimer(e.Timer)
 	case lockactor.EffSubscribe:
 		if a.unsub == nil {
 			a.unsub = s.cfg.Subscriber.Subscribe(e.Channel, a.onEvent)
@@ -262,10 +256,7 @@ func (a *lockActor) onEvent(ev pubsub.Event) {
 // silently — and every owner field it may have written is released in Redis
 // whatever its count. The next incarnation starts empty.
 func (a *lockActor) abandon(err error) {
-	for _, t := range a.timers.entries {
-		t.val.t.Stop()
-	}
-	a.timers.reset()
+	a.stopTimers()
 	if a.unsub != nil {
 		a.unsub()
 		a.unsub = nil

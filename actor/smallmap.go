@@ -49,3 +49,10 @@ func (m *smallMap[K, V]) len() int { return len(m.entries) }
 
 // reset empties the map and lets its storage go.
 func (m *smallMap[K, V]) reset() { m.entries = nil }
+
+// empty empties the map and keeps its storage, for a map filled again soon
+// (an actor's owner fields, emptied at each idle moment).
+func (m *smallMap[K, V]) empty() {
+	clear(m.entries)
+	m.entries = m.entries[:0]
+}

@@ -56,8 +56,9 @@ type Config struct {
 
 // System is the set of lock actors of one client.
 type System struct {
-	cfg  Config
-	as   *protoactor.ActorSystem
+	cfg Config
+	// root is the process's protoactor system's (see shared), which this
+	// System uses from New until Close.
 	root *protoactor.RootContext
 
 	// calls is the context of every script call; cancelCalls aborts them.
@@ -86,20 +87,23 @@ type entry struct {
 
 // New returns a System. Its actors are spawned on demand.
 func New(cfg Config) *System {
-	logger := cfg.Logger
-	as := protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
-		return logger.With("lib", "protoactor")
-	}))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	as := joinShared(cfg.Logger)
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &System{
 		cfg:         cfg,
-		as:          as,
 		root:        as.Root,
 		calls:       ctx,
 		cancelCalls: cancel,
 		workers:     newPool(300),
 		actors:      make(map[string]*entry),
 	}
+	// Every incarnation starts blank and reads its lock name from its PID
+	// (lockActorName).
+	s.props = protoactor.PropsFromProducer(func() protoactor.Actor { return &lockActor{sys: s} },
+		protoactor.WithDispatcher(s.workers), protoactor.WithMailbox(newMailbox))
 	if s.cfg.IdleTimeout <= 0 {
 		s.cfg.IdleTimeout = DefaultIdleTimeout
 	}
@@ -119,20 +123,15 @@ type ref struct {
 	id  lockactor.ReqID
 }
 
-// Send delivers a message about the request (Cancel or Release) to its actor.
+// Send delivers a message about the request (Cancel or Release) to its
+// actor. A Release runs the actor's turn on the caller's goroutine if the
+// actor is idle (see mailbox.PostUserMessage).
 func (r ref) Send(kind lockactor.MsgKind, err error) {
-	r.sys.root.Send(r.pid, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
+	l := newLetter(tagMsg)
+	l.msg = lockactor.Msg{Kind: kind, ID: r.id, Err: err}
+	l.now = kind == lockactor.MsgRelease
+	r.sys.root.Send(r.pid, l)
 }
-
-type enqueueMsg struct {
-	req    lockactor.Request
-	handle lockactor.Handle
-}
-
-// lockMailbox makes the lock actors' mailboxes: lock-free linked queues,
-// which unlike protoactor's default ring buffers take no memory up front
-// (an idle holder's mailbox is empty almost all the time).
-var lockMailbox = protoactor.UnboundedLockfree()
 
 // Enqueue starts request req on the actor of name, spawning it if needed.
 func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle) (lockactor.Ref, error) {
@@ -144,14 +143,14 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	e := s.actors[name]
 	if e == nil {
 		e = &entry{}
-		e.pid = s.root.Spawn(protoactor.PropsFromProducer(func() protoactor.Actor {
-			return newLockActor(s, name)
-		}, protoactor.WithDispatcher(s.workers), protoactor.WithMailbox(lockMailbox)))
+		e.pid = s.root.SpawnPrefix(s.props, name)
 		s.actors[name] = e
 	}
 	e.enqueues++
 	s.mu.Unlock()
-	s.root.Send(e.pid, enqueueMsg{req: req, handle: h})
+	l := newLetter(tagEnqueue)
+	l.msg.Req, l.handle, l.now = req, h, true
+	s.root.Send(e.pid, l)
 	return ref{sys: s, pid: e.pid, id: req.ID}, nil
 }
 
@@ -199,7 +198,7 @@ func (s *System) Crash(name string) {
 	e := s.actors[name]
 	s.mu.Unlock()
 	if e != nil {
-		s.root.Send(e.pid, crash{})
+		s.root.Send(e.pid, newLetter(tagCrash))
 	}
 }
 
@@ -231,7 +230,9 @@ func (s *System) Close(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	for _, pid := range pids {
-		s.root.Send(pid, lockactor.Msg{Kind: lockactor.MsgShutdown, Err: ErrClosed})
+		l := newLetter(tagMsg)
+		l.msg = lockactor.Msg{Kind: lockactor.MsgShutdown, Err: ErrClosed}
+		s.root.Send(pid, l)
 	}
 	var err error
 	select {
@@ -243,8 +244,8 @@ func (s *System) Close(ctx context.Context) error {
 	}
 	s.cancelCalls()
 	s.inflight.Wait()
-	s.as.Shutdown()
 	s.workers.close()
+	leaveShared(s.cfg.Logger)
 	return err
 }
 

@@ -51,8 +51,8 @@ type Wheel struct {
 	wake   chan *clock.Ticker
 }
 
-// Timer is one scheduled function. Its zero value is not usable: get one
-// from Schedule.
+// Timer is one scheduled function. Get one from Schedule, or arm a zero
+// Timer of your own (one embedded in a longer-lived record) with Arm.
 type Timer struct {
 	w          *Wheel
 	fn         func()
@@ -102,8 +102,23 @@ func (w *Wheel) tickOf(t time.Time) int64 {
 // or after at — never before at. A time already past fires on the next
 // Advance.
 func (w *Wheel) Schedule(at time.Time, fn func()) *Timer {
-	t := &Timer{w: w, fn: fn, at: int64(at.Sub(w.origin))}
+	t := new(Timer)
+	w.Arm(t, at, fn)
+	return t
+}
+
+// Arm is Schedule on a Timer the caller owns, so that a timer set again and
+// again (a lock's renewal, held and released many times) allocates nothing.
+// t must not be pending, and a call of its previous function must have
+// returned: a Timer whose Stop returned false may still be firing. Arming a
+// pending Timer panics.
+func (w *Wheel) Arm(t *Timer, at time.Time, fn func()) {
 	w.mu.Lock()
+	if t.pending {
+		w.mu.Unlock()
+		panic("timerwheel: Arm of a pending Timer")
+	}
+	t.w, t.fn, t.at = w, fn, int64(at.Sub(w.origin))
 	t.due = max(w.tickOf(at), w.next)
 	head := &w.slots[t.due&w.mask]
 	t.prev, t.next = head.prev, head
@@ -116,7 +131,6 @@ func (w *Wheel) Schedule(at time.Time, fn func()) *Timer {
 		w.wake <- w.ticker
 	}
 	w.mu.Unlock()
-	return t
 }
 
 // Stop cancels the timer and reports whether this call stopped it before it

@@ -287,3 +287,39 @@ func TestFarDeadlineNeverFiresEarly(t *testing.T) {
 		t.Fatalf("%d timers pending, want 5", n)
 	}
 }
+
+// A Timer of the caller's own is armed again and again: each arming fires
+// once, a stopped arming never fires, and arming a pending Timer panics.
+func TestArmReusesATimer(t *testing.T) {
+	w, _, t0 := newWheel(8)
+	var r recorder
+	var tm Timer
+	w.Arm(&tm, t0.Add(tick), r.fn(1))
+	w.Advance(t0.Add(tick))
+	w.Arm(&tm, t0.Add(3*tick), r.fn(2))
+	if !tm.Stop() {
+		t.Fatal("Stop of an armed Timer reported it was not pending")
+	}
+	w.Arm(&tm, t0.Add(4*tick), r.fn(3))
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("Arm of a pending Timer did not panic")
+			}
+		}()
+		w.Arm(&tm, t0.Add(5*tick), r.fn(4))
+	}()
+	w.Advance(t0.Add(10 * tick))
+	if got := r.got(); !slices.Equal(got, []int{1, 3}) {
+		t.Fatalf("fired %v, want [1 3]", got)
+	}
+	if w.Len() != 0 {
+		t.Fatalf("Len = %d after every arming fired or stopped", w.Len())
+	}
+	if n := testing.AllocsPerRun(100, func() {
+		w.Arm(&tm, t0.Add(20*tick), r.fn(0))
+		tm.Stop()
+	}); n > 1 { // the closure r.fn makes; Arm itself allocates nothing
+		t.Fatalf("Arm allocates %v times", n)
+	}
+}

@@ -1,0 +1,117 @@
+package actor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	protoactor "github.com/asynkron/protoactor-go/actor"
+)
+
+// shared is the protoactor system of the process, shared by every System
+// (every Client): one costs about 2.9 MB of heap (its process registry is
+// 1,024 concurrent maps), far more than the rest of a Client. The first
+// System to start makes it and the last to close shuts it down, so that a
+// process with no Client holds none. protoactor names the actors it spawns
+// from one counter per system ("$1", "$2", ...), so the actors of different
+// Systems never share a name.
+var shared struct {
+	mu    sync.Mutex // guards the fields below
+	as    *protoactor.ActorSystem
+	users int
+	// loggers are the Loggers of the Systems using as; protoactor's own
+	// records (supervision, dead letters) go to each of them. It is read
+	// without mu (protoactor logs while joinShared holds it), and a
+	// published slice is never written in place.
+	loggers atomic.Pointer[[]*slog.Logger]
+}
+
+// joinShared returns the process's protoactor system, making it if no
+// System uses one, and adds logger to those its records go to. Each call
+// is paired with a leaveShared of the same logger.
+func joinShared(logger *slog.Logger) *protoactor.ActorSystem {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	ls := append(slices.Clip(sharedLoggers()), logger)
+	shared.loggers.Store(&ls)
+	shared.users++
+	if shared.as == nil {
+		shared.as = protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
+			return slog.New(fanOut{})
+		}))
+	}
+	return shared.as
+}
+
+// leaveShared undoes joinShared; the last System to leave shuts the
+// protoactor system down.
+func leaveShared(logger *slog.Logger) {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if ls := sharedLoggers(); slices.Contains(ls, logger) {
+		i := slices.Index(ls, logger)
+		ls = slices.Delete(slices.Clone(ls), i, i+1)
+		shared.loggers.Store(&ls)
+	}
+	shared.users--
+	if shared.users == 0 {
+		shared.as.Shutdown()
+		shared.as = nil
+	}
+}
+
+// sharedLoggers returns the loggers of the Systems using the shared
+// protoactor system. The caller must not write to the slice.
+func sharedLoggers() []*slog.Logger {
+	if p := shared.loggers.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// fanOut is the slog handler of the shared protoactor system: it hands each
+// record to the Logger of every System using the system, tagged
+// lib=protoactor, as each System's own protoactor did before the system was
+// shared. With one Client per process (the usual case) nothing changes;
+// with several, an actor's supervision record reaches every Client's log.
+type fanOut struct {
+	// with are the WithAttrs and WithGroup calls made on the handler, in
+	// order, replayed on each System's handler.
+	with []func(slog.Handler) slog.Handler
+}
+
+func (h fanOut) Enabled(ctx context.Context, l slog.Level) bool {
+	for _, lg := range sharedLoggers() {
+		if lg.Enabled(ctx, l) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h fanOut) Handle(ctx context.Context, r slog.Record) error {
+	var errs []error
+	for _, lg := range sharedLoggers() {
+		hd := lg.Handler().WithAttrs([]slog.Attr{slog.String("lib", "protoactor")})
+		for _, w := range h.with {
+			hd = w(hd)
+		}
+		if hd.Enabled(ctx, r.Level) {
+			errs = append(errs, hd.Handle(ctx, r.Clone()))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h fanOut) WithAttrs(as []slog.Attr) slog.Handler {
+	h.with = append(slices.Clip(h.with), func(hd slog.Handler) slog.Handler { return hd.WithAttrs(as) })
+	return h
+}
+
+func (h fanOut) WithGroup(name string) slog.Handler {
+	h.with = append(slices.Clip(h.with), func(hd slog.Handler) slog.Handler { return hd.WithGroup(name) })
+	return h
+}

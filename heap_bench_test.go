@@ -1,0 +1,139 @@
+package holdfast_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redistest"
+)
+
+// BenchmarkHeapPerClient is issue 17's heap per Client: the live heap that
+// each of 20 Clients adds, on one shared rueidis client (the Config.Redis a
+// program passes to all of them), each after one lock cycle so that what a
+// working Client sets up lazily is counted. What the process sets up once
+// (one Client made and used first) is not.
+func BenchmarkHeapPerClient(b *testing.B) {
+	srv := redistest.Start(b)
+	rc := srv.Client(b)
+	ctx := context.Background()
+	cycle := func(c *holdfast.Client, name string) {
+		l := c.Lock(ctx, name)
+		if err := l.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	first, err := holdfast.New(holdfast.Config{Redis: rc})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer first.Close()
+	cycle(first, "heap-first")
+	const n = 20
+	var total float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		clients := make([]*holdfast.Client, 0, n)
+		var m0, m1 runtime.MemStats
+		settle()
+		runtime.ReadMemStats(&m0)
+		for j := 0; j < n; j++ {
+			c, err := holdfast.New(holdfast.Config{Redis: rc})
+			if err != nil {
+				b.Fatal(err)
+			}
+			clients = append(clients, c)
+			cycle(c, fmt.Sprintf("heap-%d", j))
+		}
+		settle()
+		runtime.ReadMemStats(&m1)
+		total += float64(m1.HeapAlloc) - float64(m0.HeapAlloc)
+		for _, c := range clients {
+			c.Close()
+		}
+	}
+	b.ReportMetric(total/float64(b.N*n), "heap-B/client")
+}
+
+// BenchmarkHeapPerHeldLock is issue 17's heap per held lock: 10,000 locks
+// held at once by one Client, each with the watchdog renewing it, and the
+// live heap they add. (bench/ holds 100,000; this is its quick form.)
+func BenchmarkHeapPerHeldLock(b *testing.B) {
+	srv := redistest.Start(b)
+	c := newClient(b, srv, holdfast.Config{})
+	ctx := context.Background()
+	const n = 10000
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("held-%d", i)
+	}
+	// One cycle first: what the Client sets up once is not the locks'.
+	l := c.Lock(ctx, "held-warmup")
+	if err := l.Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		b.Fatal(err)
+	}
+	locks := make([]*holdfast.Lock, n)
+	var total float64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		var m0, m1 runtime.MemStats
+		settle()
+		runtime.ReadMemStats(&m0)
+		parallelN(64, n, func(j int) {
+			locks[j] = c.Lock(ctx, names[j])
+			if err := locks[j].Wait(ctx); err != nil {
+				b.Error(err)
+			}
+		})
+		settle()
+		runtime.ReadMemStats(&m1)
+		total += float64(m1.HeapAlloc) - float64(m0.HeapAlloc)
+		parallelN(64, n, func(j int) {
+			if err := locks[j].Release(ctx); err != nil {
+				b.Error(err)
+			}
+			locks[j] = nil
+		})
+	}
+	b.ReportMetric(total/float64(b.N*n), "heap-B/lock")
+}
+
+// parallelN runs fn(0..n-1) on g goroutines.
+func parallelN(g, n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	next := 0
+	for k := 0; k < g; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= n {
+					return
+				}
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// settle collects garbage twice: what sync.Pools hold survives one
+// collection (their victim cache), and is not what is being measured.
+func settle() {
+	runtime.GC()
+	runtime.GC()
+}

@@ -108,6 +108,12 @@ type Env struct {
 	// Waiters: this client has requests queued on the name, which listen
 	// for the announcement of a release (set for Release calls).
 	Waiters bool
+	// Behind: for the fresh Acquire of the head of the local queue, with a
+	// Place, the owner fields of the live waiters queued behind it (they
+	// asked after it). Redis may grant one of them first (their places can
+	// reach the queue out of the local order); the head takes such a grant
+	// in their stead, and the one it was meant for keeps its turn.
+	Behind []string
 	// keys are the reentrant lock's KEYS, made once per machine so that a
 	// cycle does not build its key strings again (nil: built per call).
 	keys *lockKeys

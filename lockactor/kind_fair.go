@@ -24,7 +24,11 @@ var Fair = &Kind{
 		if r.Wait == 0 {
 			mode = "try"
 		}
-		return fairAcquire(env, r, expected, mode)
+		c := fairAcquire(env, r, expected, mode)
+		if expected == 0 && mode == "take" {
+			c.Args = append(c.Args, env.Behind...)
+		}
+		return c
 	},
 	Place: func(env Env, rs []*Request) scripts.Call {
 		c := fairAcquire(env, rs[0], 0, "place")

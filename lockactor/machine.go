@@ -226,6 +226,10 @@ type Machine struct {
 	channel    string // the channel subscribed to, while sub != subNone
 	shutdown   error
 
+	// strays lists the place calls in flight for requests that gave up
+	// (giveUp): the place each may leave is released when it is answered.
+	strays []fieldCall
+
 	// inflight lists the calls on an owner field that have not been
 	// answered yet, whoever still waits for them. An owner can be lost (its
 	// deadline passed) while its release is in flight; a fresh grant of the
@@ -277,7 +281,7 @@ func (m *Machine) Env() Env { return m.env }
 // nothing in flight, so that its actor may stop.
 func (m *Machine) Idle() bool {
 	return len(m.reqs) == 0 && len(m.owners) == 0 && m.att.req == nil && m.sub == subNone &&
-		len(m.inflight) == 0
+		len(m.inflight) == 0 && len(m.strays) == 0
 }
 
 // Step applies one input at time now and returns the effects to carry out,
@@ -467,6 +471,9 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 func (m *Machine) giveUp(now time.Time, r *request, err error) {
 	m.end(now, r, err)
 	if r.ending {
+		if r.placeOp != 0 && r != m.att.req {
+			m.strays = append(m.strays, fieldCall{r.placeOp, r.Field})
+		}
 		m.removeWaiting(r)
 		m.finish(r, err)
 	}
@@ -583,9 +590,21 @@ func (m *Machine) tryHead(now time.Time) {
 		m.failTryOnce(true)
 		return
 	}
+	if r.placed && m.kind.Place != nil && !m.unheard {
+		// A head with a place waits for its grant's message, its retry
+		// timer or a keep-alive that finds its place gone: nothing else
+		// (this client's own release, the head before it leaving) can
+		// have given it the lock, and trying would only find it queued.
+		m.blockFor(now, m.cfg.WaiterTimeout/3)
+		return
+	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
 	m.unheard = false
-	m.call(m.att.op, m.kind.Acquire(m.env, &r.Request, 0), r.Field, r.Field)
+	env := m.env
+	if m.kind.Place != nil {
+		env.Behind = m.behind(r)
+	}
+	m.call(m.att.op, m.kind.Acquire(env, &r.Request, 0), r.Field, r.Field)
 	m.failTryOnceBehind()
 }
 
@@ -687,6 +706,7 @@ func (m *Machine) reply(now time.Time, msg Msg) {
 		m.attemptReply(now, msg, res)
 		return
 	}
+	m.settleStrays(now, msg.Op)
 	for _, r := range m.queue {
 		if r.placeOp == msg.Op {
 			var res AcquireResult
@@ -743,7 +763,20 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		o := m.newOwner(r.Field, res.Count, res.Token)
 		o.mode = r.Mode
 		deadline := Validity(sent, r.Lease)
-		if r.ending || !deadline.After(now.Add(m.cfg.Slack)) {
+		late := !deadline.After(now.Add(m.cfg.Slack))
+		if r.ending && !late && m.kind.Place != nil && m.fieldWaits(r.Field) {
+			// The grant took the place of r's owner field, and another
+			// request of the field waits on that place: undoing the grant
+			// would send it to the back of the queue. r holds without being
+			// told, the waiting requests re-enter, then r releases.
+			r.state, r.owner = stateHeld, o
+			o.held = append(o.held, r)
+			m.extendDeadline(o, deadline)
+			m.fieldWaitersTo(o)
+			m.askRelease(now, r)
+			return
+		}
+		if r.ending || late {
 			// Granted to a request that gave up, or too late to be of use.
 			o.undo = true
 			o.undoUntil = sent.Add(r.Lease)
@@ -760,17 +793,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 			m.streak, m.streakStart = 0, now
 		}
 		m.grant(now, o, r, sent)
-		// Other pending requests of the same owner are reentries now.
-		keep := m.queue[:0]
-		for _, q := range m.queue {
-			if q.Field == o.field {
-				m.unqueue(q) // the owner's place, if any, was this grant's
-				o.waiting = append(o.waiting, q)
-				continue
-			}
-			keep = append(keep, q)
-		}
-		m.queue = keep
+		m.fieldWaitersTo(o)
 		m.nextOp(now, o)
 	case Held:
 		// A kind that queues waiters in Redis left a place for r there,
@@ -792,6 +815,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		if woke {
 			// A release was announced while the attempt was in flight: it may
 			// have come after the script ran. Try again at once.
+			m.unheard = true
 			return
 		}
 		if len(m.queue) > 0 {
@@ -819,6 +843,35 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		m.removeWaiting(r)
 		m.finish(r, fmt.Errorf("holdfast: owner field %q already holds the lock %d times in Redis, unknown to this client (a grant given up after an unanswered call, or another writer using this field; it ends with its lease)", r.Field, res.Count))
 	}
+}
+
+// fieldWaits reports whether a pending request of field waits in the
+// queue, not giving up.
+func (m *Machine) fieldWaits(field string) bool {
+	for _, q := range m.queue {
+		if q.Field == field && q.state == statePending && !q.ending {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldWaitersTo makes the pending requests of o's field reentries of o,
+// in their order.
+func (m *Machine) fieldWaitersTo(o *owner) {
+	keep := m.queue[:0]
+	for _, q := range m.queue {
+		if q.Field == o.field {
+			m.unqueue(q) // the owner's place, if any, was this grant's
+			o.waiting = append(o.waiting, q)
+			continue
+		}
+		keep = append(keep, q)
+	}
+	for i := len(keep); i < len(m.queue); i++ {
+		m.queue[i] = nil
+	}
+	m.queue = keep
 }
 
 func (m *Machine) nextBackoff() time.Duration {

@@ -11,11 +11,15 @@ import "time"
 // its places lapse after WaiterTimeout. A request that gives up releases
 // its place (it is marked ambiguous, so ending it undoes).
 
-// placeAll sends one place call for the waiters without a place, once
-// every waiter ahead of them has its place: one call at a time, carrying
-// the waiters in their local order, so that the waiters of this client
-// reach Redis's queue in that order (calls in flight together may run in
-// any order) and a crowd takes its places in one round trip.
+// placeAll sends one place call for the waiters without a place, in their
+// local order, so that a crowd takes its places in one round trip. It does
+// not wait for the place calls (or the head's attempt) already in flight:
+// a waiter must reach Redis's queue as soon as it asks, or a call lost on
+// its way (a partition, a failover) would hold back every later waiter of
+// the client until it timed out. Calls on one connection run in the order
+// they were sent, so the places still follow the local order; when they do
+// not (a call repeated after a failure), Redis's order is the one that
+// counts, and any waiter may be granted (see keepAliveReply).
 func (m *Machine) placeAll(now time.Time) {
 	if m.kind.Place == nil || m.shutdown != nil {
 		return
@@ -23,13 +27,8 @@ func (m *Machine) placeAll(now time.Time) {
 	var batch []*Request
 	var op uint64
 	for _, r := range m.queue {
-		switch {
-		case r.placed || r.tryOnce || r.ending || !m.queues(r):
-			continue
-		case r == m.att.req || r.placeOp != 0 || r.placeFailed:
-			if op == 0 {
-				return // a place is on its way, or waits for the next tick
-			}
+		if r.placed || r.tryOnce || r.ending || r == m.att.req || r.placeOp != 0 || r.placeFailed ||
+			!m.queues(r) || m.fieldQueued(r) {
 			continue
 		}
 		if op == 0 {
@@ -42,6 +41,32 @@ func (m *Machine) placeAll(now time.Time) {
 	if op != 0 {
 		m.call(op, m.kind.Place(m.env, batch), "", "")
 	}
+}
+
+// fieldQueued reports whether another waiter of r's owner field has the
+// field's place in Redis (a place belongs to the field): r needs none of
+// its own while that waiter keeps it. A place call of the field still in
+// flight does not count: it may be lost, and placing a field again keeps
+// its turn.
+func (m *Machine) fieldQueued(r *request) bool {
+	for _, q := range m.queue {
+		if q != r && q.Field == r.Field && q.placed {
+			return true
+		}
+	}
+	return false
+}
+
+// behind returns the owner fields of the live waiters queued behind the
+// head r that keep places in Redis (Env.Behind).
+func (m *Machine) behind(r *request) []string {
+	var fields []string
+	for _, q := range m.queue {
+		if q != r && q.Field != r.Field && !q.tryOnce && !q.ending && m.queues(q) {
+			fields = append(fields, q.Field)
+		}
+	}
+	return fields
 }
 
 // queues reports whether r keeps a place in Redis while it waits.
@@ -124,7 +149,7 @@ func (m *Machine) scheduleKeepAlive(now time.Time) {
 // place is released by an undo). The keep-alive timer, when it next fires
 // and finds no place left, stops by itself.
 func (m *Machine) unqueue(r *request) {
-	r.keepOp, r.placeFailed, r.placed = 0, false, false
+	r.keepOp, r.placeOp, r.placeFailed, r.placed = 0, 0, false, false
 }
 
 // keepAlive renews every place, and lets failed place calls repeat.
@@ -154,8 +179,9 @@ func (m *Machine) keepAlive(now time.Time) {
 
 // keepAliveReply settles a keep-alive. A place that is gone was granted
 // (and the grant's message may be lost) or lapsed: the head of the local
-// queue tries again at once, which confirms a grant or queues it anew;
-// another waiter takes a new place.
+// queue tries again at once, which confirms a grant (its own, or one that
+// Redis gave another waiter of this client, see Kind.Place) or queues it
+// anew; another waiter takes a new place.
 func (m *Machine) keepAliveReply(now time.Time, r *request, msg Msg) {
 	r.keepOp = 0
 	if msg.Fault != NoFault || msg.Renewed {
@@ -166,6 +192,27 @@ func (m *Machine) keepAliveReply(now time.Time, r *request, msg Msg) {
 	m.unqueue(r)
 	if len(m.queue) > 0 && m.queue[0] == r {
 		m.wake(now)
+	}
+}
+
+// settleStrays releases the places that the answered place call op may
+// have left for requests that gave up while it was in flight (whatever its
+// outcome: a call that failed may have run).
+func (m *Machine) settleStrays(now time.Time, op uint64) {
+	keep := m.strays[:0]
+	var done []string
+	for _, c := range m.strays {
+		if c.op == op {
+			done = append(done, c.field)
+			continue
+		}
+		keep = append(keep, c)
+	}
+	m.strays = keep
+	for _, field := range done {
+		if !m.fieldWaits(field) {
+			m.undo(now, field, 1, now.Add(m.cfg.WaiterTimeout))
+		}
 	}
 }
 

@@ -55,7 +55,8 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 			m.giveUp(now, r, withLast(ErrWaitTimeout, "last error", m.attemptErr))
 		}
 	case TimerRetry:
-		m.blocked = false
+		// The head's sleep is over: it tries, placed or not.
+		m.blocked, m.unheard = false, true
 	case TimerRenew:
 		o := m.ownerGen(k.ID)
 		if o == nil || !o.watchdog {

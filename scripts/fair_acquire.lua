@@ -8,14 +8,17 @@
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
 -- ARGV[4]  WaiterTimeout in milliseconds
--- ARGV[5]  take: take the lock if it is this owner's turn, else keep or
---          take a place in the queue;
+-- ARGV[5]  take: take the lock if it is this owner's turn, or its
+--          client's (a grant to another waiter of the same Client), else
+--          keep or take a place in the queue;
 --          try: take the lock if it is this owner's turn, else change nothing
 --          (a try-once request);
 --          place: only keep or take a place in the queue (a waiter behind
 --          others of its own client, which confirms later, as the head)
 -- ARGV[6]  channel prefix  holdfast:{NAME}:ch:
--- ARGV[7..] place mode: more owner fields to place after ARGV[1], in order
+-- ARGV[7..] place mode: more owner fields to place after ARGV[1], in order;
+--          take mode: the owner fields of the caller's client's live waiters
+--          queued behind the caller (it asked before them)
 --
 -- Replies, as acquire.lua's:
 --   {1, count, token}  granted (fresh, confirmed grant, reentry, or a repeat)
@@ -55,15 +58,17 @@ end
 if mode == 'place' then
   -- Places only, for ARGV[1] and ARGV[7..] in that order: never take, never
   -- confirm (the head of the caller's local queue does). A field granted
-  -- already (count 0) keeps its grant; one that holds (count > 0) answers
-  -- a mismatch.
-  if count > 0 then return {-1, count} end
+  -- already (count 0) keeps its grant. A field that holds (count > 0: a
+  -- hold its client does not know of, such as one a failover brought back,
+  -- or one whose grant crossed this call) queues all the same, so that its
+  -- waiter keeps its turn and the other fields of the batch theirs; the
+  -- hold's final release drops the place with it.
   local now = now_ms()
   local fields = {field}
   for i = 7, #ARGV do fields[#fields + 1] = ARGV[i] end
   for _, f in ipairs(fields) do
     local mine = redis.call('hget', Q, f)
-    if redis.call('hget', H, f) then
+    if redis.call('hget', H, f) == '0' then
       -- granted already: the head will confirm; nothing to queue
     elseif mine then
       redis.call('hset', Q, f, place(mine) .. ':' .. (now + wt))
@@ -86,6 +91,31 @@ if count > 1 then return {-1, count} end
 if count == 0 then
   -- Granted by a release: confirm.
   return take(H, F, L, field, lease)
+end
+if mode == 'take' and #ARGV > 6 then
+  -- A grant to a waiter queued behind the caller in its own client
+  -- (ARGV[7..]) is the client's turn, and the caller, which asked before
+  -- that waiter, takes it: Redis may hold the client's places out of their
+  -- local order (calls that crossed, a place taken anew after a
+  -- roll-back), and the waiter it granted may not learn of it before
+  -- WaiterTimeout. That waiter goes back to the front of the queue, where
+  -- it was. A grant to a field not listed (a waiter that gave up, whose
+  -- place was left behind) is not taken: it passes on as any other.
+  local g = granted(H)
+  local behind = false
+  if g and client(g) == client(field) then
+    for i = 7, #ARGV do
+      if ARGV[i] == g then behind = true end
+    end
+  end
+  if behind then
+    local now = now_ms()
+    redis.call('hdel', H, g)
+    redis.call('hdel', Q, field)
+    redis.call('hset', Q, g, '0:' .. (now + wt))
+    extend(Q, wt)
+    return take(H, F, L, field, lease)
+  end
 end
 
 local now = now_ms()

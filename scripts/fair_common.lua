@@ -81,6 +81,16 @@ local function grant_next(H, Q, now, wt, chprefix)
   return best
 end
 
+-- granted returns the field granted the lock and not confirmed yet (count
+-- 0), or nil.
+local function granted(H)
+  local all = redis.call('hgetall', H)
+  for i = 1, #all, 2 do
+    if all[i] ~= 'kind' and all[i + 1] == '0' then return all[i] end
+  end
+  return nil
+end
+
 -- take makes field the holder: count 1, the lease, a new fencing token.
 local function take(H, F, L, field, lease)
   redis.call('hset', H, field, 1, 'kind', 'fair')

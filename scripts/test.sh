@@ -30,3 +30,4 @@ go test -race -count=1 "$@" ./...
 # replays first.
 go test -count=1 -run '^TestLockProperties$' -rapid.checks=10000 "$@" .
 go test -count=1 -run 'TestRWLockProperties' -rapid.checks=1000 "$@" .
+go test -count=1 -run '^TestFairLockProperties$' -rapid.checks=1000 "$@" .

@@ -242,13 +242,30 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 			failed[e.Client] = append(failed[e.Client], e.At)
 		}
 	}
+	// A place in Redis belongs to an owner field: a request that asks while
+	// an earlier request of its client and field waits shares that one's
+	// place, and what delayed or lost that place (a cut, a failed call, a
+	// roll-back since it was taken) delays it too.
+	placedSince := func(i int) time.Time {
+		a, since := order[i], order[i].enqueued
+		for _, e := range order[:i] {
+			if e.client == a.client && e.field == a.field && e.enqueued.Before(since) &&
+				(e.granted.IsZero() || e.granted.After(a.enqueued)) && (e.ended.IsZero() || e.ended.After(a.enqueued)) {
+				since = e.enqueued
+			}
+		}
+		return since
+	}
 	for j, b := range order {
 		if b.granted.IsZero() || !strings.Contains(b.field, ":~") {
 			continue
 		}
-		for _, a := range order[:j] {
-			if !a.enqueued.Before(b.enqueued) || f.cutWithin(a.clientIdx, a.enqueued, b.granted) ||
-				f.failedBetween(a.enqueued, b.granted) || failedWithin(a.client, a.enqueued, b.granted) {
+		for i, a := range order[:j] {
+			if !a.enqueued.Before(b.enqueued) {
+				continue
+			}
+			since := placedSince(i)
+			if f.cutWithin(a.clientIdx, since, b.granted) || f.failedBetween(since, b.granted) || failedWithin(a.client, since, b.granted) {
 				continue
 			}
 			waiting := (a.granted.IsZero() || a.granted.After(b.granted)) && (a.ended.IsZero() || a.ended.After(b.granted))

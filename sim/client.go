@@ -128,8 +128,12 @@ func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 			}
 			m.handles[req.ID] = h
 			m.fields[req.ID] = req.Field
+			lock := lockactor.Reentrant.Name
+			if req.Kind != nil {
+				lock = req.Kind.Name
+			}
 			c.w.history = append(c.w.history, Event{Kind: Enqueued, At: c.w.now, Req: uint64(req.ID), Client: c.id,
-				Name: name, Field: req.Field, Generation: c.w.generation})
+				Name: name, Field: req.Field, Lock: lock, Generation: c.w.generation})
 			c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: req})
 		})
 	})

@@ -427,6 +427,9 @@ type Event struct {
 	// reply made this grant or renewal left it (zero when unknown).
 	ExpiresAt time.Time
 	Err       error
+	// Lock is the kind of lock an Enqueued request asks for: "lock"
+	// (Client.Lock), "fair" (FairLock) or "rw" (ReadLock, WriteLock).
+	Lock string
 	// Generation is the data generation the script whose reply brought this
 	// event ran in (the World's generation when no reply did): a reply
 	// delivered after a roll-back still belongs to the data it was made from.

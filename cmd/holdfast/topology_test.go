@@ -48,19 +48,31 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-// exec and status reach the primary through a Sentinel URL.
-func TestSentinelURL(t *testing.T) {
-	srv := redistest.Start(t)
+// startSentinel runs a Sentinel that monitors srv as master set "jobs",
+// with requirepass when password is not empty, and returns its address.
+func startSentinel(t *testing.T, srv *redistest.Server, password string) string {
+	t.Helper()
 	sentinel := deadAddr(t)
 	host, port, _ := net.SplitHostPort(srv.Addr)
 	_, sport, _ := net.SplitHostPort(sentinel)
-	conf := filepath.Join(t.TempDir(), "sentinel.conf")
-	err := os.WriteFile(conf, []byte("port "+sport+"\nbind 127.0.0.1\nprotected-mode no\n"+
-		"sentinel monitor jobs "+host+" "+port+" 1\n"), 0o600)
-	if err != nil {
+	conf := "port " + sport + "\nbind 127.0.0.1\nprotected-mode no\nsentinel monitor jobs " + host + " " + port + " 1\n"
+	ping := sentinel // startProcess PINGs through redis-cli -u
+	if password != "" {
+		conf += "requirepass " + password + "\n"
+		ping = "default:" + password + "@" + sentinel
+	}
+	path := filepath.Join(t.TempDir(), "sentinel.conf")
+	if err := os.WriteFile(path, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	startProcess(t, sentinel, "redis-server", conf, "--sentinel")
+	startProcess(t, ping, "redis-server", path, "--sentinel")
+	return sentinel
+}
+
+// exec and status reach the primary through a Sentinel URL.
+func TestSentinelURL(t *testing.T) {
+	srv := redistest.Start(t)
+	sentinel := startSentinel(t, srv, "")
 
 	url := "redis://" + sentinel + "?master_set=jobs"
 	r := runHoldfast(t, "exec", "--redis", url, "nightly", "--", "sh", "-c", "echo $HOLDFAST_TOKEN")
@@ -80,17 +92,7 @@ func TestSentinelURL(t *testing.T) {
 // URL's password stays the primary's, and no output shows either.
 func TestSentinelURLWithPassword(t *testing.T) {
 	srv := redistest.Start(t)
-	sentinel := deadAddr(t)
-	host, port, _ := net.SplitHostPort(srv.Addr)
-	_, sport, _ := net.SplitHostPort(sentinel)
-	conf := filepath.Join(t.TempDir(), "sentinel.conf")
-	err := os.WriteFile(conf, []byte("port "+sport+"\nbind 127.0.0.1\nprotected-mode no\nrequirepass s3ntinel-secret\n"+
-		"sentinel monitor jobs "+host+" "+port+" 1\n"), 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// startProcess PINGs through redis-cli -u: the address with the password.
-	startProcess(t, "default:s3ntinel-secret@"+sentinel, "redis-server", conf, "--sentinel")
+	sentinel := startSentinel(t, srv, "s3ntinel-secret")
 
 	base := "redis://" + sentinel + "?master_set=jobs"
 	r := runHoldfast(t, "exec", "--redis", base+"&sentinel_password=wr0ng-secret", "nightly", "--", "true")

@@ -239,9 +239,12 @@ func New(cfg Config) (*Client, error) {
 		Context: renewCtx,
 		Timeout: cfg.CallTimeout,
 	}
+	var callMany actor.CallMany
 	if cfg.SyncReplicas == 0 {
-		// Without WAIT, the calls of many slots share per-node pipelines.
+		// Without WAIT, the calls of many slots share per-node pipelines,
+		// and the actors' calls that queue up go out together.
 		rcfg.ExecMulti = redis.RenewMulti(rue.RenewMulti)
+		callMany = redis.CallMany(rue.CallMany)
 	}
 	renew := renewal.New(rcfg)
 	subs := pubsub.New(pubsub.Config{Redis: cfg.Redis, Clock: cfg.Clock, Logger: cfg.Logger})
@@ -254,6 +257,7 @@ func New(cfg Config) (*Client, error) {
 		Logger:      cfg.Logger,
 		Machine:     cfg.machine(),
 		CallTimeout: cfg.CallTimeout,
+		CallMany:    callMany,
 	})
 	wheel.Start()
 	return &Client{cfg: cfg, instance: newInstance(), eng: sys, obs: obs, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil

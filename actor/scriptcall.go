@@ -23,7 +23,8 @@ type scriptCall struct {
 var scriptCalls = sync.Pool{New: func() any { return new(scriptCall) }}
 
 // callScript runs c for actor a on a worker, as System.call would, and
-// sends the reply to a (see lockActor.reply).
+// sends the reply to a (see lockActor.reply). With Config.CallMany, the
+// call joins the send queue instead (see sendBatches).
 func (s *System) callScript(a *lockActor, op uint64, c scripts.Call) {
 	s.inflight.Add(1)
 	j := scriptCalls.Get().(*scriptCall)
@@ -31,7 +32,77 @@ func (s *System) callScript(a *lockActor, op uint64, c scripts.Call) {
 		j.run = j.exec
 	}
 	j.a, j.b, j.op, j.c = a, s.callBucket(), op, c
-	s.workers.Go(j.run)
+	if s.cfg.CallMany == nil {
+		s.workers.Go(j.run)
+		return
+	}
+	s.sendMu.Lock()
+	s.sendQ = append(s.sendQ, j)
+	start := s.senders < maxSenders
+	if start {
+		s.senders++
+	}
+	s.sendMu.Unlock()
+	if start {
+		s.workers.Go(s.sendFn)
+	}
+}
+
+// maxSenders bounds the batches of script calls on the wire at once. A call
+// made while that many are out waits for one of them to come back and
+// leaves with every call queued by then: under load the calls go out in
+// batches (one write to the connection each, not one per call), and an
+// idle Client's call goes out at once, alone.
+const maxSenders = 2
+
+// sendBatches sends the queued script calls, all of them in one CallMany,
+// and hands each reply to its actor (whose turn may queue the next calls),
+// until the queue is empty.
+func (s *System) sendBatches() {
+	var (
+		jobs  []*scriptCall
+		calls []scripts.Call
+		out   []CallResult
+	)
+	for {
+		s.sendMu.Lock()
+		if len(s.sendQ) == 0 {
+			s.senders--
+			s.sendMu.Unlock()
+			return
+		}
+		jobs = append(jobs[:0], s.sendQ...)
+		clear(s.sendQ)
+		s.sendQ = s.sendQ[:0]
+		s.sendMu.Unlock()
+
+		// The batch's calls share the context of its first call's bucket:
+		// the buckets of calls queued together end within a tick or two.
+		ctx := jobs[0].b.ctx
+		if len(jobs) == 1 {
+			jobs[0].exec()
+			continue
+		}
+		calls = calls[:0]
+		if cap(out) < len(jobs) {
+			out = make([]CallResult, len(jobs), 2*len(jobs))
+		}
+		out = out[:len(jobs)]
+		for _, j := range jobs {
+			calls = append(calls, j.c)
+		}
+		s.cfg.CallMany(ctx, calls, out)
+		for i, j := range jobs {
+			a, b, op := j.a, j.b, j.op
+			*j = scriptCall{run: j.run}
+			scriptCalls.Put(j)
+			a.reply(lockactor.Msg{Kind: lockactor.MsgReply, Op: op, Reply: out[i].Vals, Err: out[i].Err, Fault: s.cfg.Redis.Classify(out[i].Err)})
+			b.leave()
+			s.inflight.Done()
+		}
+		clear(calls)
+		clear(out)
+	}
 }
 
 // exec runs the call, then puts the job back before the reply is sent: the

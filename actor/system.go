@@ -49,6 +49,10 @@ type Config struct {
 	Machine    lockactor.Config
 	// CallTimeout bounds every script call, on the injected clock.
 	CallTimeout time.Duration
+	// CallMany, when set, runs the script calls that queue up while others
+	// are on the wire in batches (Rueidis.CallMany); nil: each call on its
+	// own (as Synced needs).
+	CallMany CallMany
 	// IdleTimeout is how long an idle actor lives before it passivates, so
 	// that a lock taken again and again keeps its actor. Default 1s.
 	IdleTimeout time.Duration
@@ -68,7 +72,13 @@ type System struct {
 	bucket      atomic.Pointer[callBucket]
 	bucketMu    sync.Mutex // serializes the replacement of bucket
 	workers     *pool      // goroutines of the actors and their calls
-	props       *protoactor.Props
+
+	// The send queue of script calls (with Config.CallMany; see sendBatches).
+	sendMu  sync.Mutex
+	sendQ   []*scriptCall
+	senders int    // sendBatches goroutines running
+	sendFn  func() // s.sendBatches, bound once
+	props   *protoactor.Props
 
 	mu     sync.Mutex // guards the fields below
 	actors map[string]*entry
@@ -107,6 +117,7 @@ func New(cfg Config) *System {
 	if s.cfg.IdleTimeout <= 0 {
 		s.cfg.IdleTimeout = DefaultIdleTimeout
 	}
+	s.sendFn = s.sendBatches
 	return s
 }
 

@@ -119,6 +119,17 @@ func (r *Redis) Renew(ctx context.Context, s *scripts.Script, keys, args []strin
 	return out, err
 }
 
+// CallMany wraps many so that each of its calls is observed as Call's are.
+func (r *Redis) CallMany(many actor.CallMany) actor.CallMany {
+	return func(ctx context.Context, calls []scripts.Call, out []actor.CallResult) {
+		start := r.now()
+		many(ctx, calls, out)
+		for i, c := range calls {
+			r.called(c, start, out[i].Err)
+		}
+	}
+}
+
 // RenewMulti observes multi (a cluster's renewal pipelines) as Renew does
 // single batches; each call's latency is the whole pipeline's.
 func (r *Redis) RenewMulti(multi renewal.ExecMulti) renewal.ExecMulti {

@@ -38,7 +38,8 @@ func (cc countedConn) Write(p []byte) (int, error) {
 // TestConcurrentCallsGoOutTogether: the script calls of many goroutines
 // cycling locks at once leave in batches — several EVALSHAs per write to
 // the connection — not one write per call (rueidis alone wrote about 1.1
-// per write for the actors' calls, issue 17).
+// per write for the actors' calls, issue 17), and survive the server
+// forgetting the scripts between two rounds.
 func TestConcurrentCallsGoOutTogether(t *testing.T) {
 	srv := redistest.Start(t)
 	var ctr writeCounter
@@ -65,26 +66,33 @@ func TestConcurrentCallsGoOutTogether(t *testing.T) {
 
 	ctx := context.Background()
 	const goroutines, cycles = 64, 100
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			name := fmt.Sprintf("batch-%d", g)
-			for range cycles {
-				l := c.Lock(ctx, name)
-				if err := l.Wait(ctx); err != nil {
-					t.Error(err)
-					return
+	round := func() {
+		var wg sync.WaitGroup
+		for g := range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				name := fmt.Sprintf("batch-%d", g)
+				for range cycles / 2 {
+					l := c.Lock(ctx, name)
+					if err := l.Wait(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					if err := l.Release(ctx); err != nil {
+						t.Error(err)
+						return
+					}
 				}
-				if err := l.Release(ctx); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
+	round()
+	// The server forgets the scripts (a restart, SCRIPT FLUSH): the next
+	// batches meet NOSCRIPT and load them again, every cycle still works.
+	srv.Do(t, "SCRIPT", "FLUSH")
+	round()
 	calls, writes := ctr.evalshas.Load(), ctr.writes.Load()
 	perWrite := float64(calls) / float64(max(writes, 1))
 	t.Logf("%d script calls in %d writes: %.1f per write", calls, writes, perWrite)

@@ -18,34 +18,47 @@ import (
 func (r *Rueidis) RenewMulti(ctx context.Context, calls []scripts.Call) ([][]bool, []error) {
 	out := make([][]bool, len(calls))
 	errs := make([]error, len(calls))
-	cmds := make(rueidis.Commands, 0, len(calls))
+	send := make([]scripts.Call, 0, len(calls))
 	idx := make([]int, 0, len(calls))
 	for i, c := range calls {
 		if r.lua[c.Script] == nil {
 			errs[i] = errors.New("holdfast: renew script not registered with scripts.NewScript")
 			continue
 		}
-		cmds = append(cmds, r.evalsha(c))
+		send = append(send, c)
 		idx = append(idx, i)
+	}
+	for j, res := range r.evalMulti(ctx, send) {
+		out[idx[j]], errs[idx[j]] = bools(res)
+	}
+	return out, errs
+}
+
+// evalMulti runs calls in one DoMulti by EVALSHA, then those whose script
+// the server lacks in a second DoMulti by EVAL (which loads it), and
+// returns each call's result, in order. Every call's script must be
+// registered (scripts.NewScript).
+func (r *Rueidis) evalMulti(ctx context.Context, calls []scripts.Call) []rueidis.RedisResult {
+	cmds := make(rueidis.Commands, len(calls))
+	for i, c := range calls {
+		cmds[i] = r.evalsha(c)
 	}
 	res := r.client.DoMulti(ctx, cmds...)
 	var again rueidis.Commands
 	var againIdx []int
-	for j, i := range idx {
-		if rerr, ok := rueidis.IsRedisErr(res[j].Error()); ok && rerr.IsNoScript() {
+	for i, rr := range res {
+		if rerr, ok := rueidis.IsRedisErr(rr.Error()); ok && rerr.IsNoScript() {
 			c := calls[i]
 			again = append(again, r.client.B().Eval().Script(r.source(c.Script)).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build())
 			againIdx = append(againIdx, i)
-			continue
 		}
-		out[i], errs[i] = bools(res[j])
 	}
 	if len(again) > 0 {
 		for j, rr := range r.client.DoMulti(ctx, again...) {
-			out[againIdx[j]], errs[againIdx[j]] = bools(rr)
+			res[againIdx[j]] = rr
 		}
 	}
-	return out, errs
+	return res
 }
 
 // evalsha builds the EVALSHA of c.

@@ -288,27 +288,7 @@ func TestClusterFailover(t *testing.T) {
 		return shardNumsub(t, promoted, scripts.Channel(name)) == 1
 	})
 
-	other := newClient(t, c.Client(t), holdfast.Config{})
-	o := other.Lock(ctx, name, holdfast.WithWait(time.Second))
-	mustLose(t, o, holdfast.ErrWaitTimeout)
-	notLost(t, h)
-	pending(t, w)
-
-	rel := time.Now()
-	if err := h.Release(ctx); err != nil {
-		t.Fatalf("release after failover: %v", err)
-	}
-	select {
-	case <-w.Acquired:
-		t.Logf("waiter woken %v after the release on the new master", time.Since(rel).Round(time.Millisecond))
-	case <-w.Lost:
-		t.Fatalf("waiter lost: %v", w.Err())
-	case <-time.After(5 * time.Second):
-		t.Fatalf("waiter not woken within 5s of the release (it would otherwise sleep out the 15s lease)")
-	}
-	if err := w.Release(ctx); err != nil {
-		t.Fatalf("waiter release: %v", err)
-	}
+	holdsThenWakes(t, newClient(t, c.Client(t), holdfast.Config{}), name, h, w, "new master")
 }
 
 // TestClusterEveryKind: each lock kind (reentrant, fair, read-write) grants

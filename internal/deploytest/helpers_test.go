@@ -1,6 +1,7 @@
 package deploytest
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -69,5 +70,34 @@ func pending(t testing.TB, l *holdfast.Lock) {
 	case <-l.Lost:
 		t.Fatalf("lock %q over while waiting: %v", l.Name(), l.Err())
 	default:
+	}
+}
+
+// holdsThenWakes checks a hold after a failover: another Client still
+// cannot take name, the holder h keeps it, the waiter w still waits, and
+// h's release wakes w through pub/sub on the new primary (where) within
+// 5s, instead of w sleeping out its holder's 15s lease.
+func holdsThenWakes(t *testing.T, other *holdfast.Client, name string, h, w *holdfast.Lock, where string) {
+	t.Helper()
+	ctx := context.Background()
+	o := other.Lock(ctx, name, holdfast.WithWait(time.Second))
+	mustLose(t, o, holdfast.ErrWaitTimeout)
+	notLost(t, h)
+	pending(t, w)
+
+	rel := time.Now()
+	if err := h.Release(ctx); err != nil {
+		t.Fatalf("release after failover: %v", err)
+	}
+	select {
+	case <-w.Acquired:
+		t.Logf("waiter woken %v after the release on the %s", time.Since(rel).Round(time.Millisecond), where)
+	case <-w.Lost:
+		t.Fatalf("waiter lost: %v", w.Err())
+	case <-time.After(5 * time.Second):
+		t.Fatalf("waiter not woken within 5s of the release (it would otherwise sleep out the 15s lease)")
+	}
+	if err := w.Release(ctx); err != nil {
+		t.Fatalf("waiter release: %v", err)
 	}
 }

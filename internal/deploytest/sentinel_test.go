@@ -51,27 +51,7 @@ func TestSentinelHoldSurvivesFailover(t *testing.T) {
 	})
 	notLost(t, h)
 
-	other := newClient(t, s.Client(t), holdfast.Config{})
-	o := other.Lock(ctx, "job", holdfast.WithWait(time.Second))
-	mustLose(t, o, holdfast.ErrWaitTimeout)
-	notLost(t, h)
-	pending(t, w)
-
-	rel := time.Now()
-	if err := h.Release(ctx); err != nil {
-		t.Fatalf("release after failover: %v", err)
-	}
-	select {
-	case <-w.Acquired:
-		t.Logf("waiter woken %v after the release on the new primary", time.Since(rel).Round(time.Millisecond))
-	case <-w.Lost:
-		t.Fatalf("waiter lost: %v", w.Err())
-	case <-time.After(5 * time.Second):
-		t.Fatalf("waiter not woken within 5s of the release (it would otherwise sleep out the 15s lease)")
-	}
-	if err := w.Release(ctx); err != nil {
-		t.Fatalf("waiter release: %v", err)
-	}
+	holdsThenWakes(t, newClient(t, s.Client(t), holdfast.Config{}), "job", h, w, "new primary")
 }
 
 // TestSentinelSyncWithoutAck: with the replica frozen (SIGSTOP) and

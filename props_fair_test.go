@@ -249,27 +249,25 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 	// an earlier request of its client and field waits shares that one's
 	// place, and what delayed or lost that place (a cut, a failed call, a
 	// roll-back since it was taken) delays it too.
-	placedSince := func(i int) time.Time {
-		a, since := order[i], order[i].enqueued
+	since := make([]time.Time, len(order)) // when each request's place was taken
+	heldBack := make([]bool, len(order))   // by its client's hold a failover rolled back
+	for i, a := range order {
+		since[i] = a.enqueued
 		for _, e := range order[:i] {
-			if e.client == a.client && e.field == a.field && e.enqueued.Before(since) &&
+			if e.client == a.client && e.field == a.field && e.enqueued.Before(since[i]) &&
 				(e.granted.IsZero() || e.granted.After(a.enqueued)) && (e.ended.IsZero() || e.ended.After(a.enqueued)) {
-				since = e.enqueued
+				since[i] = e.enqueued
 			}
 		}
-		return since
+		heldBack[i] = f.holdOutlivedFailover(order, a.client, since[i])
 	}
 	for j, b := range order {
 		if b.granted.IsZero() || !strings.Contains(b.field, ":~") {
 			continue
 		}
 		for i, a := range order[:j] {
-			if !a.enqueued.Before(b.enqueued) {
-				continue
-			}
-			since := placedSince(i)
-			if f.cutWithin(a.clientIdx, since, b.granted) || f.failedBetween(since, b.granted) || failedWithin(a.client, since, b.granted) ||
-				f.holdOutlivedFailover(order, a.client, since) {
+			if !a.enqueued.Before(b.enqueued) || heldBack[i] || f.cutWithin(a.clientIdx, since[i], b.granted) ||
+				f.failedBetween(since[i], b.granted) || failedWithin(a.client, since[i], b.granted) {
 				continue
 			}
 			waiting := (a.granted.IsZero() || a.granted.After(b.granted)) && (a.ended.IsZero() || a.ended.After(b.granted))

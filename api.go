@@ -339,10 +339,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 // kind's entry point (Lock, FairLock, …) shares.
 func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind, mode uint8, opts []Option) *Lock {
 	l := newLock(name)
-	o := lockOptions{wait: -1}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := applyOptions(opts)
 	if !c.usable() {
 		l.end(errNoClient)
 		return l
@@ -541,7 +538,7 @@ func (l *Lock) Wait(ctx context.Context) error {
 	case ctx == nil:
 		return errNilContext
 	}
-	if d, ok := l.ref.(lockactor.Driver); ok {
+	if d, ok := l.ref.To.(lockactor.Driver); ok {
 		d.Drive(ctx, l.acquired, l.lost)
 	}
 	select {
@@ -577,7 +574,7 @@ func (l *Lock) Release(ctx context.Context) error {
 	default:
 	}
 	l.ref.Send(lockactor.MsgRelease, nil)
-	if d, ok := l.ref.(lockactor.Driver); ok {
+	if d, ok := l.ref.To.(lockactor.Driver); ok {
 		d.Drive(ctx, l.lost)
 	}
 	select {

@@ -77,7 +77,7 @@ type policy interface {
 // attempt is one ordinary Lock request for one part.
 type attempt struct {
 	part     int
-	ref      lockactor.Ref // nil until Enqueue returned
+	ref      lockactor.Ref // zero until Enqueue returned
 	held     bool
 	over     bool
 	err      error // why it ended, once over
@@ -89,12 +89,9 @@ type attempt struct {
 
 func newComposite(ctx context.Context, what, name string, targets []Target, opts []Option, pol policy) (*composite, *Lock) {
 	l := newLock(name)
-	o := lockOptions{wait: -1}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := applyOptions(opts)
 	c := &composite{l: l, what: what, targets: targets, o: o, pol: pol, cur: make([]*attempt, len(targets))}
-	l.ref = compositeRef{c}
+	l.ref = lockactor.Ref{To: compositeRef{c}}
 	if err := c.check(ctx); err != nil {
 		l.end(err)
 		return nil, l
@@ -195,7 +192,7 @@ func (c *composite) enqueue(p int, wait time.Duration) *attempt {
 		}
 		c.do(func() {
 			a.ref = ref
-			if d, ok := ref.(lockactor.Driver); ok && c.driver == nil {
+			if d, ok := ref.To.(lockactor.Driver); ok && c.driver == nil {
 				c.driver = d
 			}
 			if a.giveBack {
@@ -236,7 +233,7 @@ func (c *composite) giveBack(a *attempt) {
 	if c.cur[a.part] == a {
 		c.cur[a.part] = nil
 	}
-	if a.ref != nil {
+	if a.ref.To != nil {
 		c.sendRelease(a)
 	}
 }
@@ -346,7 +343,7 @@ func (c *composite) partErr(a *attempt, err error) error {
 // compositeRef is how the Lock handle reaches its composite.
 type compositeRef struct{ c *composite }
 
-func (r compositeRef) Send(kind lockactor.MsgKind, err error) {
+func (r compositeRef) Send(_ lockactor.ReqID, kind lockactor.MsgKind, err error) {
 	c := r.c
 	c.do(func() {
 		if c.state >= compEnding {

@@ -17,6 +17,20 @@ type lockOptions struct {
 	err   error
 }
 
+// applyOptions returns the options opts set. A call with none (the common
+// case) allocates nothing: the options are built on the heap only when an
+// Option has to be given their address.
+func applyOptions(opts []Option) lockOptions {
+	if len(opts) == 0 {
+		return lockOptions{wait: -1}
+	}
+	o := &lockOptions{wait: -1}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return *o
+}
+
 // WithLease holds the lock for a fixed lease d with no watchdog (Redisson's
 // leaseTime): Lost closes with ErrLeaseExpired at the validity deadline,
 // sent + d - (d/100 + 2ms), unless Release came first. d must be at least

@@ -10,6 +10,11 @@ import (
 type CallResult struct {
 	Vals []int64
 	Err  error
+	// buf holds Vals when they fit: a batch's results are reused from one
+	// batch to the next, so decoding a reply allocates nothing. Vals is
+	// then only valid until the next batch; the actor copies it into its
+	// letter (see lockActor.send).
+	buf [replyInline]int64
 }
 
 // CallMany runs several script calls at once and puts their outcomes in
@@ -37,6 +42,6 @@ func (r *Rueidis) CallMany(ctx context.Context, calls []scripts.Call, out []Call
 			out[i].Vals, out[i].Err = nil, err
 			continue
 		}
-		out[i].Vals, out[i].Err = ints(msg)
+		out[i].Vals, out[i].Err = intsInto(out[i].buf[:0], msg)
 	}
 }

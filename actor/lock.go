@@ -176,6 +176,10 @@ func (a *lockActor) post(l *letter) {
 func (a *lockActor) send(msg lockactor.Msg) {
 	l := newLetter(tagMsg)
 	l.msg = msg
+	if len(msg.Reply) <= len(l.vals) {
+		// The reply may live in a buffer its sender reuses (CallResult).
+		l.msg.Reply = l.vals[:copy(l.vals[:], msg.Reply)]
+	}
 	a.post(l)
 }
 

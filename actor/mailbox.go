@@ -19,6 +19,9 @@ type letter struct {
 	handle lockactor.Handle // tagEnqueue
 	timer  *machineTimer    // tagTimer
 	seq    uint64           // tagTimer, tagIdle
+	// vals holds msg.Reply when it fits, copied from a buffer its sender
+	// reuses (CallResult.buf): a reply then costs no allocation.
+	vals [replyInline]int64
 	// now asks the mailbox to run the actor's turn on the sending
 	// goroutine if the actor is idle (see mailbox.PostUserMessage).
 	now bool
@@ -33,6 +36,10 @@ const (
 	tagIdle                         // the linger timer fired: seq
 	tagCrash                        // panic (tests of supervision)
 )
+
+// replyInline is the longest script reply a letter (and a CallResult)
+// holds without allocating: the kinds' replies have at most four integers.
+const replyInline = 6
 
 var letters = sync.Pool{New: func() any { return new(letter) }}
 

@@ -70,14 +70,34 @@ func (r *Rueidis) Call(ctx context.Context, c scripts.Call) ([]int64, error) {
 
 // ints turns an integer or integer-array reply into a slice.
 func ints(msg rueidis.RedisMessage) ([]int64, error) {
+	return intsInto(nil, msg)
+}
+
+// intsInto appends an integer or integer-array reply to dst: with room in
+// dst, decoding allocates nothing.
+func intsInto(dst []int64, msg rueidis.RedisMessage) ([]int64, error) {
 	if !msg.IsArray() {
 		n, err := msg.AsInt64()
 		if err != nil {
 			return nil, err
 		}
-		return []int64{n}, nil
+		return append(dst, n), nil
 	}
-	return msg.AsIntSlice()
+	arr, err := msg.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range arr {
+		n, err := v.AsInt64()
+		if rueidis.IsRedisNil(err) {
+			n, err = 0, nil // as rueidis' AsIntSlice reads a nil element
+		}
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, n)
+	}
+	return dst, nil
 }
 
 // Renew runs a batch script of the renewal shape (see renewal.Exec).

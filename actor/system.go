@@ -89,6 +89,7 @@ type System struct {
 // entry is a live actor in the registry.
 type entry struct {
 	pid *protoactor.PID
+	ref *ref // the Sender of the actor's requests' Refs
 	// enqueues counts enqueue messages sent and not yet received: an idle
 	// actor passivates only when it is zero, so no request is ever sent to
 	// an actor that has stopped.
@@ -128,18 +129,19 @@ const DefaultIdleTimeout = time.Second
 var ErrClosed = lockactor.ErrClosed
 
 // ref addresses the actor of one request.
+// ref is the lockactor.Sender of one actor incarnation, made when it is
+// spawned and shared by its requests' Refs.
 type ref struct {
 	sys *System
 	pid *protoactor.PID
-	id  lockactor.ReqID
 }
 
-// Send delivers a message about the request (Cancel or Release) to its
+// Send delivers a message about request id (Cancel or Release) to its
 // actor. A Release runs the actor's turn on the caller's goroutine if the
 // actor is idle (see mailbox.PostUserMessage).
-func (r ref) Send(kind lockactor.MsgKind, err error) {
+func (r *ref) Send(id lockactor.ReqID, kind lockactor.MsgKind, err error) {
 	l := newLetter(tagMsg)
-	l.msg = lockactor.Msg{Kind: kind, ID: r.id, Err: err}
+	l.msg = lockactor.Msg{Kind: kind, ID: id, Err: err}
 	l.now = kind == lockactor.MsgRelease
 	r.sys.root.Send(r.pid, l)
 }
@@ -149,12 +151,13 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, ErrClosed
+		return lockactor.Ref{}, ErrClosed
 	}
 	e := s.actors[name]
 	if e == nil {
 		e = &entry{}
 		e.pid = s.root.SpawnPrefix(s.props, name)
+		e.ref = &ref{sys: s, pid: e.pid}
 		s.actors[name] = e
 	}
 	e.enqueues++
@@ -162,7 +165,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	l := newLetter(tagEnqueue)
 	l.msg.Req, l.handle, l.now = req, h, true
 	s.root.Send(e.pid, l)
-	return ref{sys: s, pid: e.pid, id: req.ID}, nil
+	return lockactor.Ref{To: e.ref, ID: req.ID}, nil
 }
 
 // received notes that an enqueue message reached the actor of name.

@@ -44,13 +44,25 @@ type Handle interface {
 	Lost(err error)
 }
 
-// Ref addresses the machine of one request: the runtime delivers
-// Msg{Kind: kind, ID: the request, Err: err} to it (MsgCancel, MsgRelease).
-type Ref interface {
-	Send(kind MsgKind, err error)
+// Ref addresses the machine of one request: its runtime's Sender and the
+// request's ID. It is a plain value, so keeping one allocates nothing.
+// The zero Ref addresses nothing (To is nil).
+type Ref struct {
+	To Sender
+	ID ReqID
 }
 
-// Driver is implemented by a Ref whose runtime runs on the caller's
+// Send delivers Msg{Kind: kind, ID: r.ID, Err: err} to the request's
+// machine (MsgCancel, MsgRelease).
+func (r Ref) Send(kind MsgKind, err error) { r.To.Send(r.ID, kind, err) }
+
+// Sender delivers messages about requests to their machine: one per
+// machine (or per runtime), shared by the machine's requests.
+type Sender interface {
+	Send(id ReqID, kind MsgKind, err error)
+}
+
+// Driver is implemented by a Sender whose runtime runs on the caller's
 // goroutine (the simulator): a blocking call drives the runtime until done
 // is closed or ctx ends, instead of waiting for other goroutines.
 type Driver interface {

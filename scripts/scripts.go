@@ -55,6 +55,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/holdfast/holdfast/internal/keyslot"
@@ -178,8 +179,23 @@ func Millis(d time.Duration) string {
 	if ms < 1 {
 		ms = 1
 	}
-	return strconv.FormatInt(ms, 10)
+	// Most calls pass the same lease (the watchdog's) again and again: the
+	// last one formatted is kept, so they allocate nothing.
+	if last := lastMillis.Load(); last != nil && last.ms == ms {
+		return last.s
+	}
+	s := strconv.FormatInt(ms, 10)
+	lastMillis.Store(&formattedMillis{ms: ms, s: s})
+	return s
 }
+
+type formattedMillis struct {
+	ms int64
+	s  string
+}
+
+// lastMillis is the last lease Millis formatted.
+var lastMillis atomic.Pointer[formattedMillis]
 
 // MaxNameLen is the longest lock name accepted, in bytes.
 const MaxNameLen = 1024

@@ -107,7 +107,7 @@ func (c *Client) clockAt(t time.Time) time.Time {
 // Enqueue implements clientkit.Engine.
 func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle) (lockactor.Ref, error) {
 	if c.closed {
-		return nil, lockactor.ErrClosed
+		return lockactor.Ref{}, lockactor.ErrClosed
 	}
 	c.w.external(func() {
 		c.w.at(c.w.now, c, func() {
@@ -137,26 +137,25 @@ func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 			c.deliverTo(m, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: req})
 		})
 	})
-	return ref{c: c, name: name, id: req.ID}, nil
+	return lockactor.Ref{To: ref{c: c, name: name}, ID: req.ID}, nil
 }
 
 type ref struct {
 	c    *Client
 	name string
-	id   lockactor.ReqID
 }
 
-// Send implements lockactor.Ref: the message is delivered at the next
+// Send implements lockactor.Sender: the message is delivered at the next
 // Step. It may be called from any goroutine.
-func (r ref) Send(kind lockactor.MsgKind, err error) {
+func (r ref) Send(id lockactor.ReqID, kind lockactor.MsgKind, err error) {
 	c := r.c
 	c.w.external(func() {
 		c.w.at(c.w.now, c, func() {
-			if m := c.machines[r.name]; m != nil && m.handles[r.id] != nil {
-				c.w.record(Event{Kind: Releasing, At: c.w.now, Req: uint64(r.id),
-					Client: c.id, Name: r.name, Field: m.fields[r.id], Generation: c.w.generation})
+			if m := c.machines[r.name]; m != nil && m.handles[id] != nil {
+				c.w.record(Event{Kind: Releasing, At: c.w.now, Req: uint64(id),
+					Client: c.id, Name: r.name, Field: m.fields[id], Generation: c.w.generation})
 			}
-			c.deliver(r.name, lockactor.Msg{Kind: kind, ID: r.id, Err: err})
+			c.deliver(r.name, lockactor.Msg{Kind: kind, ID: id, Err: err})
 		})
 	})
 }

@@ -30,6 +30,18 @@
 -- outer grant's validity deadline was computed from.
 local lease = tonumber(ARGV[2])
 local expected = tonumber(ARGV[3])
+
+-- The common fresh grant: no lock hash, no fair queue and no old per-name
+-- counter (one EXISTS tells) means the name is free, of no kind, and the
+-- owner holds nothing; the token is the slot counter's next value. This is
+-- what the general path below does in that case, in four calls instead of six.
+if expected == 0 and redis.call('exists', KEYS[1], KEYS[4], KEYS[3]) == 0 then
+  redis.call('hset', KEYS[1], ARGV[1], 1)
+  local token = redis.call('incr', KEYS[2])
+  redis.call('pexpire', KEYS[1], lease)
+  return {1, 1, token}
+end
+
 local v = redis.call('hget', KEYS[1], ARGV[1])
 local count = 0
 if v then count = tonumber(v) end

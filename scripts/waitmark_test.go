@@ -111,3 +111,65 @@ func TestReleaseAnnouncesOnlyToWaiters(t *testing.T) {
 	}
 	t.Fatal("mark did not lapse")
 }
+
+// scriptCalls is the number of commands scripts have run on the server:
+// every command in INFO commandstats but the scripts themselves and what
+// the test's connections send (handshakes, INFO, CONFIG).
+func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
+	t.Helper()
+	info, _ := srv.Do(t, "INFO", "commandstats").ToString()
+	var total int64
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_")
+		if !ok {
+			continue
+		}
+		name, stats, _ := strings.Cut(rest, ":calls=")
+		switch cmd, _, _ := strings.Cut(name, "|"); cmd {
+		case "evalsha", "eval", "info", "config", "hello", "cluster", "client":
+			continue
+		}
+		var n int64
+		fmt.Sscanf(stats, "%d", &n)
+		total += n
+	}
+	return total
+}
+
+// TestFreshGrantTakesFourCalls: a fresh acquire of a free name runs four
+// commands (one EXISTS over the hash, the fair queue and
+// the old per-name counter; HSET, INCR, PEXPIRE), and grants what the
+// general path grants; a name with an old per-name counter, or a repeat
+// of the grant, takes the general path.
+func TestFreshGrantTakesFourCalls(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	keys := scripts.GrantKeys("g", scripts.FairQueueKey("g"), scripts.WaitKey("g"))
+	// A first grant elsewhere connects and loads the script: what is
+	// counted below is one EVALSHA and what it runs.
+	run(t, c, scripts.Acquire, scripts.GrantKeys("warm", scripts.FairQueueKey("warm"), scripts.WaitKey("warm")), "c:a", "10000", "0")
+	srv.Do(t, "CONFIG", "RESETSTAT")
+	got := run(t, c, scripts.Acquire, keys, "c:a", "10000", "0")
+	if calls := scriptCalls(t, srv); calls != 4 {
+		info, _ := srv.Do(t, "INFO", "commandstats").ToString()
+		t.Fatalf("fresh grant ran %d commands, want 4\n%s", calls, info)
+	}
+	if len(got) != 3 || got[0] != 1 || got[1] != 1 || got[2] != 1 {
+		t.Fatalf("fresh grant answered %v, want [1 1 1]", got)
+	}
+	if pttl, _ := srv.Do(t, "PTTL", scripts.LockKey("g")).AsInt64(); pttl <= 0 || pttl > 10000 {
+		t.Fatalf("PTTL %d after the grant, want the 10 s lease", pttl)
+	}
+	// A repeat of the same grant (its reply lost) is answered the same.
+	if again := run(t, c, scripts.Acquire, keys, "c:a", "10000", "0"); len(again) != 3 || again[0] != 1 || again[1] != 1 {
+		t.Fatalf("repeat of the grant answered %v", again)
+	}
+
+	// An old per-name counter ahead of the slot counter: the general path
+	// takes a token above it.
+	keys = scripts.GrantKeys("h", scripts.FairQueueKey("h"), scripts.WaitKey("h"))
+	srv.Do(t, "SET", scripts.LegacyFenceKey("h"), "100")
+	if got := run(t, c, scripts.Acquire, keys, "c:a", "10000", "0"); len(got) != 3 || got[0] != 1 || got[2] <= 100 {
+		t.Fatalf("grant over an old counter at 100 answered %v", got)
+	}
+}

@@ -36,7 +36,9 @@ local expected = tonumber(ARGV[3])
 -- owner holds nothing; the token is the slot counter's next value. This is
 -- what the general path below does in that case, in four calls instead of six.
 if expected == 0 and redis.call('exists', KEYS[1], KEYS[4], KEYS[3]) == 0 then
-  redis.call('hset', KEYS[1], ARGV[1], 1)
+  -- HINCRBY as below (not HSET): the commands a grant needs, and so the ACL
+  -- a user needs, do not depend on the path.
+  redis.call('hincrby', KEYS[1], ARGV[1], 1)
   local token = redis.call('incr', KEYS[2])
   redis.call('pexpire', KEYS[1], lease)
   return {1, 1, token}

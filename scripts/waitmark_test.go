@@ -138,7 +138,7 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 
 // TestFreshGrantTakesFourCalls: a fresh acquire of a free name runs four
 // commands (one EXISTS over the hash, the fair queue and
-// the old per-name counter; HSET, INCR, PEXPIRE), and grants what the
+// the old per-name counter; HINCRBY, INCR, PEXPIRE), and grants what the
 // general path grants; a name with an old per-name counter, or a repeat
 // of the grant, takes the general path.
 func TestFreshGrantTakesFourCalls(t *testing.T) {

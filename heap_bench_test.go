@@ -70,9 +70,6 @@ func BenchmarkHeapPerHeldLock(b *testing.B) {
 	ctx := context.Background()
 	const n = 10000
 	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("held-%d", i)
-	}
 	// One cycle first: what the Client sets up once is not the locks'.
 	l := c.Lock(ctx, "held-warmup")
 	if err := l.Wait(ctx); err != nil {
@@ -85,6 +82,12 @@ func BenchmarkHeapPerHeldLock(b *testing.B) {
 	var total float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
+		// Fresh names each round: a name held in an earlier round may
+		// still have its actor (it lingers after the release), and a
+		// reused actor would hide what a new held lock costs.
+		for j := range names {
+			names[j] = fmt.Sprintf("held-%d-%d", i, j)
+		}
 		var m0, m1 runtime.MemStats
 		settle()
 		runtime.ReadMemStats(&m0)

@@ -2,7 +2,9 @@ package pubsub
 
 import (
 	"errors"
+	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/redis/rueidis"
 )
 
@@ -55,6 +57,17 @@ func protocolFor(mode rueidis.ClientMode) protocol {
 // reconnect with many channels sends several moderate commands.
 const maxPerCommand = 512
 
+// IdleLinger is how long a dedicated connection stays open with no channel
+// on it before the Manager closes it; the next Subscribe dials again. An
+// open connection costs the server a client and the process a keep-alive
+// PING per rueidis Dialer.KeepAlive (a second by default) for nothing;
+// waiters come and go in bursts, so a burst's connection outlives it by
+// this long.
+const IdleLinger = 30 * time.Second
+
+// errIdle ends serve when the connection carried no channel for IdleLinger.
+var errIdle = errors.New("pubsub: idle connection closed")
+
 // run keeps the dedicated connection of sh until Close: it connects when
 // some channel is placed on sh, serves the connection until it breaks, and
 // waits the backoff on the injected clock before the next attempt.
@@ -71,6 +84,10 @@ func (m *Manager) run(sh *shard) {
 		case <-m.quit:
 			return
 		default:
+		}
+		if err == errIdle {
+			backoff, failures = minBackoff, 0
+			continue // closed on purpose: dial again on demand
 		}
 		if healthy {
 			backoff, failures = minBackoff, 0
@@ -134,6 +151,12 @@ func (m *Manager) serve(sh *shard) (healthy bool, err error) {
 	// Runs before dc.Close: hooks the close may still fire see a new epoch.
 	defer m.disconnected(sh)
 
+	var linger *clock.Timer
+	defer func() {
+		if linger != nil {
+			linger.Stop()
+		}
+	}()
 	broken := dc.SetPubSubHooks(rueidis.PubSubHooks{
 		OnMessage:      func(msg rueidis.PubSubMessage) { m.onMessage(sh, epoch, msg) },
 		OnSubscription: func(s rueidis.PubSubSubscription) { m.onSubscription(sh, epoch, s) },
@@ -161,8 +184,30 @@ func (m *Manager) serve(sh *shard) (healthy bool, err error) {
 				healthy = true
 			}
 		}
+		// With no channel left on the connection, a timer on the injected
+		// clock closes it after IdleLinger.
+		var idle <-chan time.Time
+		m.mu.Lock()
+		if sh.assigned == 0 {
+			if linger == nil {
+				linger = m.cfg.Clock.Timer(IdleLinger)
+			}
+			idle = linger.C
+		} else if linger != nil {
+			linger.Stop()
+			linger = nil
+		}
+		m.mu.Unlock()
 		select {
 		case <-sh.kick:
+		case <-idle:
+			linger = nil
+			m.mu.Lock()
+			still := sh.assigned == 0
+			m.mu.Unlock()
+			if still {
+				return healthy, errIdle
+			}
 		case err := <-broken:
 			if err == nil {
 				err = errors.New("pub/sub hooks closed")

@@ -4,8 +4,10 @@
 //
 // The first listener of a channel makes the Manager SUBSCRIBE, the last one
 // to leave makes it UNSUBSCRIBE; listeners in between share the subscription.
-// When the connection breaks, the Manager reconnects with a backoff on the
-// injected clock, resubscribes every channel that still has listeners and,
+// The connection is dialled at the first Subscribe and closed once no
+// channel has been on it for IdleLinger of the injected clock; the next
+// Subscribe dials again. When the connection breaks, the Manager reconnects
+// with a backoff on the injected clock, resubscribes every channel that still has listeners and,
 // once Redis confirms, tells their listeners Resync: messages published
 // during the gap are gone, so they must re-check Redis.
 //
@@ -15,7 +17,8 @@
 // waited for by Close:
 //
 //   - the connection goroutine dials the dedicated connection, sends
-//     SUBSCRIBE and UNSUBSCRIBE as listeners come and go, and reconnects;
+//     SUBSCRIBE and UNSUBSCRIBE as listeners come and go, reconnects, and
+//     closes the connection when it has been idle for IdleLinger;
 //   - the dispatcher, the only goroutine that calls listener functions.
 //
 // rueidis reads the dedicated connection on goroutines of its own and calls

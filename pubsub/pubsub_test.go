@@ -644,3 +644,47 @@ func TestNoConnectionUntilFirstSubscribe(t *testing.T) {
 	defer m.Subscribe("lazy", r.fn)()
 	r.expect(t, pubsub.Subscribed)
 }
+
+// TestIdleConnectionCloses: once no channel is left on it for IdleLinger
+// of the injected clock, the dedicated connection closes (no client and no
+// keep-alive PINGs spent on nothing), and the next Subscribe dials again.
+func TestIdleConnectionCloses(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	mock := clock.NewMock()
+	m := pubsub.New(pubsub.Config{Redis: srv.Client(t), Clock: mock})
+	defer m.Close()
+	clients := func() int {
+		list, err := in.do("CLIENT", "LIST").ToString()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(list, "\n")
+	}
+
+	r := newRecorder()
+	un := m.Subscribe("burst", r.fn)
+	r.expect(t, pubsub.Subscribed)
+	open := clients()
+	un()
+	eventually(t, "unsubscribe confirmed", func() bool { return m.Channels() == 0 })
+	// Not before IdleLinger has passed on the injected clock.
+	mock.Add(pubsub.IdleLinger / 2)
+	time.Sleep(50 * time.Millisecond)
+	if !pubsub.Connected(m) {
+		t.Fatal("connection closed before IdleLinger passed")
+	}
+	eventually(t, "idle connection closed", func() bool {
+		mock.Add(pubsub.IdleLinger)
+		return !pubsub.Connected(m)
+	})
+	eventually(t, "server saw the connection go", func() bool { return clients() == open-1 })
+
+	// The next burst dials again and is served as the first.
+	r2 := newRecorder()
+	defer m.Subscribe("burst", r2.fn)()
+	r2.expect(t, pubsub.Subscribed)
+	in.publish("burst")
+	r2.expect(t, pubsub.Message)
+	r.expectNone(t)
+}

@@ -154,7 +154,7 @@ func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, 
 	// lock goes to another goroutine than the one that released it last,
 	// and a self re-acquisition otherwise (a polling lock's releaser often
 	// wins its own retry race). Latencies are the handoffs'.
-	var lat []time.Duration
+	var lat, within, across []time.Duration
 	perG := make([]int, hotGoroutines)
 	acqs, handoffs, self := 0, 0, 0
 	for k := 1; k < len(all); k++ {
@@ -169,7 +169,14 @@ func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, 
 			continue
 		}
 		handoffs++
-		lat = append(lat, cur.acq.Sub(prev.rel))
+		d := cur.acq.Sub(prev.rel)
+		lat = append(lat, d)
+		// Goroutine g uses client g % hotClients (see the loop above).
+		if cur.g%hotClients == prev.g%hotClients {
+			within = append(within, d)
+		} else {
+			across = append(across, d)
+		}
 	}
 	if handoffs == 0 {
 		return fmt.Errorf("no handoff to another goroutine in %v (%d self re-acquisitions)", dur, self)
@@ -211,6 +218,9 @@ func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, 
 		}
 		e.notef("%s/%s (last round): %s; server calls incl. inside scripts %.2f per handoff; %d cycles, %d of them handoffs to another goroutine; %s",
 			scenario, lib, perUnit(cmds, float64(handoffs), "handoff"), float64(sumCalls(statsDelta(stats0, stats1)))/float64(handoffs), acqs, handoffs, win.report(cycles, "cycle"))
+		e.notef("%s/%s (last round): handoffs within one client %d (p50 %v, p99 %v), to another client %d = %.1f%% (p50 %v, p99 %v)",
+			scenario, lib, len(within), percentile(within, 50).Round(time.Microsecond), percentile(within, 99).Round(time.Microsecond),
+			len(across), 100*float64(len(across))/float64(handoffs), percentile(across, 50).Round(time.Microsecond), percentile(across, 99).Round(time.Microsecond))
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -90,4 +91,49 @@ func commandTotals(t testing.TB, srv *redistest.Server) (total, evals int64) {
 		}
 	}
 	return total, evals
+}
+
+// BenchmarkWakeAcrossClients is the release-to-acquire time of a lock handed
+// from one Client to a waiter of another Client (another process, as far as
+// the lock is concerned): the release's PUBLISH, the waiter's subscription
+// connection, its actor's attempt and the grant. Each round's waiter is
+// subscribed (so woken by the message, not by its retry timer) before the
+// holder releases. It reports the median and p99 in µs.
+func BenchmarkWakeAcrossClients(b *testing.B) {
+	srv := redistest.Start(b)
+	// A long lease: a waiter's retry timer (at the holder's PTTL) never
+	// fires within a round, so every grant is the wake-up's.
+	cfg := holdfast.Config{WatchdogTimeout: 20 * time.Second}
+	holder, waiter := newClient(b, srv, cfg), newClient(b, srv, cfg)
+	ctx := context.Background()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		name := fmt.Sprintf("wake-%d", i)
+		h := holder.Lock(ctx, name)
+		if err := h.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		w := waiter.Lock(ctx, name)
+		waitSubscribed(b, srv, name)
+		b.StartTimer()
+		start := time.Now()
+		if err := h.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := w.Wait(ctx); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		b.StopTimer()
+		if err := w.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+	b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds()), "p99-us")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -136,4 +137,48 @@ func BenchmarkWakeAcrossClients(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
 	b.ReportMetric(float64(lat[(len(lat)*99)/100].Microseconds()), "p99-us")
+}
+
+// rueidisPipelining counts the rueidis connections of this process whose
+// writer goroutine runs: connections switched to pipelining. A connection
+// used by one caller at a time with calls that state a deadline stays on
+// rueidis' synchronous path (the caller writes and reads itself: no
+// goroutine hand-off each way).
+func rueidisPipelining() int {
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	return strings.Count(b.String(), "rueidis.(*pipe)._backgroundWrite")
+}
+
+// TestCallsLeaveTheApplicationsConnectionSynchronous: sequential Lock and
+// Release calls on an otherwise idle Client keep the application's rueidis
+// connection on its synchronous path. Each script call's context states its
+// end as a deadline; a cancellable context without one switched the
+// connection to pipelining for good, which made every later call on it —
+// the application's own included — pay two goroutine hand-offs.
+func TestCallsLeaveTheApplicationsConnectionSynchronous(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := context.Background()
+	if err := rdb.Do(ctx, rdb.B().Ping().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	before := rueidisPipelining()
+	c, err := holdfast.New(holdfast.Config{Redis: rdb})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := 0; i < 50; i++ {
+		l := c.Lock(ctx, "sync")
+		if err := l.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rueidisPipelining() - before; n > 0 {
+		t.Fatalf("%d connection(s) switched to pipelining by sequential calls", n)
+	}
 }

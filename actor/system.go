@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,7 +67,10 @@ type System struct {
 	root *protoactor.RootContext
 
 	// calls is the context of every script call; cancelCalls aborts them.
-	calls       context.Context
+	calls context.Context
+	// wallClock: Config.Clock is the real clock (clock.New), so the end of
+	// a call bucket may be given to its context as a deadline (callBucket).
+	wallClock   bool
 	cancelCalls context.CancelFunc
 	inflight    sync.WaitGroup // script calls in flight
 	bucket      atomic.Pointer[callBucket]
@@ -107,6 +111,7 @@ func New(cfg Config) *System {
 		cfg:         cfg,
 		root:        as.Root,
 		calls:       ctx,
+		wallClock:   isWallClock(cfg.Clock),
 		cancelCalls: cancel,
 		workers:     newPool(300),
 		actors:      make(map[string]*entry),
@@ -291,11 +296,28 @@ func (s *System) callBucket() *callBucket {
 		return b
 	}
 	b := &callBucket{until: due.Add(s.cfg.Wheel.Tick())}
-	b.ctx, b.cancel = context.WithCancel(s.calls)
+	if s.wallClock {
+		// The context states its end as a deadline, as rueidis needs to
+		// send a call from the calling goroutine while nobody else uses the
+		// connection (one round trip, no hand-off to its writer and reader
+		// goroutines). A context that can end but has no deadline switches
+		// the connection to pipelining for good, and every later call on it,
+		// the application's own included, pays those hand-offs.
+		b.ctx, b.cancel = context.WithDeadline(s.calls, b.until)
+	} else {
+		// A deadline on a mock clock's time would reach rueidis as a
+		// connection deadline in the past; the wheel ends the bucket.
+		b.ctx, b.cancel = context.WithCancel(s.calls)
+	}
 	b.users.Store(1)
 	b.timer = s.cfg.Wheel.Schedule(b.until, b.cancel)
 	s.bucket.Store(b)
 	return b
+}
+
+// isWallClock reports whether c is the real clock of package clock.
+func isWallClock(c clock.Clock) bool {
+	return c != nil && reflect.TypeOf(c) == reflect.TypeOf(clock.New())
 }
 
 // callBucket is the context of the script calls made within one wheel tick.

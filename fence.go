@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/holdfast/holdfast/actor"
 	"github.com/holdfast/holdfast/scripts"
 )
 
@@ -46,10 +47,18 @@ func (cl *Client) raiseFence(name string, floor uint64, done func(int64, error))
 		return
 	}
 	go func() {
-		ctx, cancel := context.WithCancel(context.Background())
-		timer := cl.cfg.Clock.AfterFunc(cl.cfg.CallTimeout, cancel)
+		var ctx context.Context
+		var cancel context.CancelFunc
+		if actor.IsWallClock(cl.cfg.Clock) {
+			// A deadline keeps the connection on rueidis' synchronous path
+			// (see actor.IsWallClock).
+			ctx, cancel = context.WithTimeout(context.Background(), cl.cfg.CallTimeout)
+		} else {
+			ctx, cancel = context.WithCancel(context.Background())
+			timer := cl.cfg.Clock.AfterFunc(cl.cfg.CallTimeout, cancel)
+			defer timer.Stop()
+		}
 		v, err := fenceRaiseScript.Exec(ctx, cl.cfg.Redis, keys, args).AsInt64()
-		timer.Stop()
 		cancel()
 		done(v, err)
 	}()

@@ -316,7 +316,12 @@ func (s *System) callBucket() *callBucket {
 }
 
 // isWallClock reports whether c is the real clock of package clock.
-func isWallClock(c clock.Clock) bool {
+func isWallClock(c clock.Clock) bool { return IsWallClock(c) }
+
+// IsWallClock reports whether c is the real clock of package clock (New),
+// whose times a context deadline may carry: rueidis sends a call that has a
+// deadline on its synchronous path when nobody else uses the connection.
+func IsWallClock(c clock.Clock) bool {
 	return c != nil && reflect.TypeOf(c) == reflect.TypeOf(clock.New())
 }
 

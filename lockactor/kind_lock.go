@@ -54,15 +54,22 @@ type lockKeys struct {
 	acquire []string // acquire.lua and handoff.lua: GrantKeys, fair queue, waiter mark
 	release []string // release.lua: lock, waiter mark
 	channel string
+	// The slices' arrays, kept here: the keys of one name cost two
+	// allocations (this and scripts.KeysOf's string), not eight.
+	acquireKeys [5]string
+	releaseKeys [2]string
 }
 
 func newLockKeys(name string) *lockKeys {
-	grant := scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name))
-	return &lockKeys{
-		acquire: grant[:len(grant):len(grant)],
-		release: []string{grant[0], grant[len(grant)-1]},
-		channel: scripts.Channel(name),
+	k := scripts.KeysOf(name)
+	lk := &lockKeys{
+		acquireKeys: [5]string{k.Lock, k.Fence, k.LegacyFence, k.FairQueue, k.Wait},
+		releaseKeys: [2]string{k.Lock, k.Wait},
+		channel:     k.Channel,
 	}
+	lk.acquire = lk.acquireKeys[:len(lk.acquireKeys):len(lk.acquireKeys)]
+	lk.release = lk.releaseKeys[:len(lk.releaseKeys):len(lk.releaseKeys)]
+	return lk
 }
 
 // lockKeys returns the machine's keys, or builds them for an Env made

@@ -242,6 +242,31 @@ func GrantKeys(name string, more ...string) []string {
 	return append([]string{LockKey(name), FenceKey(name), LegacyFenceKey(name)}, more...)
 }
 
+// NameKeys are the keys of one lock name, as LockKey, FenceKey,
+// LegacyFenceKey, FairQueueKey, WaitKey and Channel give them.
+type NameKeys struct {
+	Lock, Fence, LegacyFence, FairQueue, Wait, Channel string
+}
+
+// KeysOf returns name's keys, the five of its own cut from one string (one
+// allocation rather than five: a lock actor keeps them while it lives).
+func KeysOf(name string) NameKeys {
+	base := "holdfast:{" + name + "}"
+	all := base + ":fence" + base + ":q" + base + ":w" + base + ":ch"
+	n := len(base)
+	cut := func(at, size int) string { return all[at : at+size] }
+	k := NameKeys{
+		Lock:        cut(0, n),
+		LegacyFence: cut(0, n+len(":fence")),
+	}
+	at := n + len(":fence")
+	k.FairQueue, at = cut(at, n+2), at+n+2
+	k.Wait, at = cut(at, n+2), at+n+2
+	k.Channel = cut(at, n+3)
+	k.Fence = slotFenceKeys()[Slot(k.Lock)]
+	return k
+}
+
 // slotFenceKeys holds the fence key of every hash slot, built on first use:
 // each is holdfast:slot:{TAG}:fence for the first base-36 number TAG whose
 // CRC16 falls in the slot (about 90,000 candidates cover all 16,384 slots).

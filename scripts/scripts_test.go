@@ -220,3 +220,17 @@ func TestFenceHelpers(t *testing.T) {
 		t.Fatalf("raise to 200 under an old counter of 500 reads %d", got[0])
 	}
 }
+
+// KeysOf gives each key as its own function does.
+func TestKeysOfMatchesTheKeyFunctions(t *testing.T) {
+	for _, name := range []string{"a", "order:42", "{tagged}", "ünïcode", strings.Repeat("x", 300)} {
+		got := scripts.KeysOf(name)
+		want := scripts.NameKeys{
+			Lock: scripts.LockKey(name), Fence: scripts.FenceKey(name), LegacyFence: scripts.LegacyFenceKey(name),
+			FairQueue: scripts.FairQueueKey(name), Wait: scripts.WaitKey(name), Channel: scripts.Channel(name),
+		}
+		if got != want {
+			t.Fatalf("KeysOf(%q) = %+v, want %+v", name, got, want)
+		}
+	}
+}

@@ -103,6 +103,16 @@ func (in *inspector) publish(ch string) {
 	}
 }
 
+// clients counts the server's client connections (CLIENT LIST).
+func (in *inspector) clients() int {
+	in.t.Helper()
+	list, err := in.do("CLIENT", "LIST").ToString()
+	if err != nil {
+		in.t.Fatalf("CLIENT LIST: %v", err)
+	}
+	return strings.Count(list, "\n")
+}
+
 func (in *inspector) numsub(ch string) int64 {
 	in.t.Helper()
 	arr, err := in.do("PUBSUB", "NUMSUB", ch).ToArray()
@@ -627,17 +637,10 @@ func TestNoConnectionUntilFirstSubscribe(t *testing.T) {
 	if err := rdb.Do(context.Background(), rdb.B().Ping().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	clients := func() int {
-		list, err := in.do("CLIENT", "LIST").ToString()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Count(list, "\n")
-	}
-	base := clients()
+	base := in.clients()
 	m := pubsub.New(pubsub.Config{Redis: rdb})
 	defer m.Close()
-	if n := clients(); n != base {
+	if n := in.clients(); n != base {
 		t.Fatalf("%d connections after New, want %d", n, base)
 	}
 	r := newRecorder()
@@ -654,18 +657,11 @@ func TestIdleConnectionCloses(t *testing.T) {
 	mock := clock.NewMock()
 	m := pubsub.New(pubsub.Config{Redis: srv.Client(t), Clock: mock})
 	defer m.Close()
-	clients := func() int {
-		list, err := in.do("CLIENT", "LIST").ToString()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return strings.Count(list, "\n")
-	}
 
 	r := newRecorder()
 	un := m.Subscribe("burst", r.fn)
 	r.expect(t, pubsub.Subscribed)
-	open := clients()
+	open := in.clients()
 	un()
 	eventually(t, "unsubscribe confirmed", func() bool { return m.Channels() == 0 })
 	// Not before IdleLinger has passed on the injected clock.
@@ -678,7 +674,7 @@ func TestIdleConnectionCloses(t *testing.T) {
 		mock.Add(pubsub.IdleLinger)
 		return !pubsub.Connected(m)
 	})
-	eventually(t, "server saw the connection go", func() bool { return clients() == open-1 })
+	eventually(t, "server saw the connection go", func() bool { return in.clients() == open-1 })
 
 	// The next burst dials again and is served as the first.
 	r2 := newRecorder()

@@ -111,7 +111,7 @@ func New(cfg Config) *System {
 		cfg:         cfg,
 		root:        as.Root,
 		calls:       ctx,
-		wallClock:   isWallClock(cfg.Clock),
+		wallClock:   IsWallClock(cfg.Clock),
 		cancelCalls: cancel,
 		workers:     newPool(300),
 		actors:      make(map[string]*entry),
@@ -133,7 +133,6 @@ const DefaultIdleTimeout = time.Second
 // ErrClosed is returned by Enqueue after Close.
 var ErrClosed = lockactor.ErrClosed
 
-// ref addresses the actor of one request.
 // ref is the lockactor.Sender of one actor incarnation, made when it is
 // spawned and shared by its requests' Refs.
 type ref struct {
@@ -314,9 +313,6 @@ func (s *System) callBucket() *callBucket {
 	s.bucket.Store(b)
 	return b
 }
-
-// isWallClock reports whether c is the real clock of package clock.
-func isWallClock(c clock.Clock) bool { return IsWallClock(c) }
 
 // IsWallClock reports whether c is the real clock of package clock (New),
 // whose times a context deadline may carry: rueidis sends a call that has a

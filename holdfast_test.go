@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync"
@@ -56,6 +57,7 @@ func mustAcquire(t testing.TB, l *holdfast.Lock) {
 	case <-l.Lost:
 		t.Fatalf("lock %q lost before acquired: %v", l.Name(), l.Err())
 	case <-time.After(waitFor):
+		logGoroutines(t)
 		t.Fatalf("lock %q not acquired within %v", l.Name(), waitFor)
 	}
 }
@@ -65,11 +67,22 @@ func mustLose(t testing.TB, l *holdfast.Lock, want error) {
 	select {
 	case <-l.Lost:
 	case <-time.After(waitFor):
+		logGoroutines(t)
 		t.Fatalf("lock %q: Lost not closed within %v", l.Name(), waitFor)
 	}
 	if !errors.Is(l.Err(), want) {
 		t.Fatalf("lock %q ended with %v, want %v", l.Name(), l.Err(), want)
 	}
+}
+
+// logGoroutines logs every goroutine's stack (grouped), for a test about to
+// fail because something did not happen in time: where the actors, workers
+// and connections stood is what tells a stall from slowness.
+func logGoroutines(t testing.TB) {
+	t.Helper()
+	var b strings.Builder
+	pprof.Lookup("goroutine").WriteTo(&b, 1)
+	t.Logf("goroutines at the timeout:\n%s", b.String())
 }
 
 func notLost(t testing.TB, l *holdfast.Lock) {

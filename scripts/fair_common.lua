@@ -55,11 +55,12 @@ end
 
 -- grant_next gives the free lock to the longest-waiting live waiter: dead
 -- waiters (deadline passed) are dropped all at once, the first live one is
--- granted (count 0, to be confirmed within wt ms) and told on its client's
--- channel. Returns the granted field, or nil when no one waits.
+-- granted (count 0, to be confirmed within wt ms or by its place's own
+-- deadline, whichever is later) and told on its client's channel. Returns
+-- the granted field, or nil when no one waits.
 local function grant_next(H, Q, now, wt, chprefix)
   local all = redis.call('hgetall', Q)
-  local best, bestseq
+  local best, bestseq, bestdeadline
   for i = 1, #all, 2 do
     local f = all[i]
     if f ~= 'seq' then
@@ -67,14 +68,19 @@ local function grant_next(H, Q, now, wt, chprefix)
       if deadline <= now then
         redis.call('hdel', Q, f)
       elseif not bestseq or seq < bestseq then
-        best, bestseq = f, seq
+        best, bestseq, bestdeadline = f, seq, deadline
       end
     end
   end
   if best then
     redis.call('hdel', Q, best)
     redis.call('hset', H, best, 0, 'kind', 'fair')
-    redis.call('pexpire', H, wt)
+    -- The grant waits for its waiter at least as long as the waiter's place
+    -- would have: the place's deadline comes from the waiter's own
+    -- WaiterTimeout, which may be longer than the caller's (wt), and a
+    -- waiter that missed the grant's message learns of it only at its next
+    -- keep-alive, a third of its own WaiterTimeout after the last.
+    redis.call('pexpire', H, math.max(wt, bestdeadline - now))
     redis.call('publish', chprefix .. client(best), best)
   end
   if redis.call('hlen', Q) <= 1 then redis.call('del', Q) end

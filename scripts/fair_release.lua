@@ -8,8 +8,9 @@
 -- ARGV[1]  owner field  CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  the count the caller believes the owner holds; 0 removes the
 --          owner whatever its count
--- ARGV[3]  WaiterTimeout in milliseconds: how long the next waiter has to
---          confirm its grant before the lock passes on
+-- ARGV[3]  WaiterTimeout in milliseconds: how long the next waiter has at
+--          least to confirm its grant before the lock passes on (longer when
+--          its own place has longer to live; see grant_next)
 -- ARGV[4]  channel prefix  holdfast:{NAME}:ch:
 --
 -- Replies, as release.lua's:

@@ -72,3 +72,36 @@ func TestFairHeadTakesGrantBehindIt(t *testing.T) {
 		t.Fatalf("after the head's release w's count is %q, want 0 (granted before d:1:z)", got)
 	}
 }
+
+// TestFairGrantWaitsForTheWaitersOwnTimeout: a grant made by a release with
+// a short WaiterTimeout (300 ms) to a waiter whose own is long (3 s) waits
+// for that waiter as long as its place would have, not 300 ms. The waiter
+// may have missed the grant's message, and it learns of the grant at its
+// next keep-alive, a third of its own WaiterTimeout after the last; a grant
+// gone by then would pass the lock to a waiter that asked later.
+func TestFairGrantWaitsForTheWaitersOwnTimeout(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	const name = "fw"
+	keys := scripts.GrantKeys(name, scripts.FairQueueKey(name))
+	ch := scripts.ClientChannel(name, "")
+	if got := run(t, c, scripts.FairAcquireScript.Src, keys, "d:1:a", "10000", "0", "300", "take", ch); got[0] != 1 {
+		t.Fatalf("the holder's take answered %v", got)
+	}
+	if got := run(t, c, scripts.FairAcquireScript.Src, keys, "c:1:w", "10000", "0", "3000", "place", ch); got[0] != 0 {
+		t.Fatalf("the waiter's place answered %v", got)
+	}
+	if got := run(t, c, scripts.FairReleaseScript.Src, keys, "d:1:a", "1", "300", ch); got[0] != 0 {
+		t.Fatalf("the release answered %v", got)
+	}
+	if v, _ := c.Do(context.Background(), c.B().Hget().Key(scripts.LockKey(name)).Field("c:1:w").Build()).ToString(); v != "0" {
+		t.Fatalf("the waiter's grant: count %q, want 0", v)
+	}
+	pttl, err := c.Do(context.Background(), c.B().Pttl().Key(scripts.LockKey(name)).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pttl <= 1000 {
+		t.Fatalf("the grant lives %d ms: the releaser's 300 ms, not the waiter's own place time (about 3000)", pttl)
+	}
+}

@@ -80,9 +80,15 @@ func mustLose(t testing.TB, l *holdfast.Lock, want error) {
 // and connections stood is what tells a stall from slowness.
 func logGoroutines(t testing.TB) {
 	t.Helper()
+	t.Logf("goroutines at the timeout:\n%s", goroutines())
+}
+
+// goroutines is every goroutine's stack, goroutines with the same stack
+// grouped (pprof's debug=1 form).
+func goroutines() string {
 	var b strings.Builder
 	pprof.Lookup("goroutine").WriteTo(&b, 1)
-	t.Logf("goroutines at the timeout:\n%s", b.String())
+	return b.String()
 }
 
 func notLost(t testing.TB, l *holdfast.Lock) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -145,9 +144,7 @@ func BenchmarkWakeAcrossClients(b *testing.B) {
 // rueidis' synchronous path (the caller writes and reads itself: no
 // goroutine hand-off each way).
 func rueidisPipelining() int {
-	var b strings.Builder
-	pprof.Lookup("goroutine").WriteTo(&b, 1)
-	return strings.Count(b.String(), "rueidis.(*pipe)._backgroundWrite")
+	return strings.Count(goroutines(), "rueidis.(*pipe)._backgroundWrite")
 }
 
 // TestCallsLeaveTheApplicationsConnectionSynchronous: sequential Lock and

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"github.com/holdfast/holdfast/scripts"
 )
 
 // Renewal, timers and shutdown.
@@ -62,15 +60,11 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 		if o == nil || !o.watchdog {
 			return
 		}
-		if !now.Before(o.renewNext) {
-			for !now.Before(o.renewNext) {
-				o.renewNext = o.renewNext.Add(o.lease / 3)
-			}
-		}
+		o.renewNext = renewalAfter(o.renewNext, now, o.lease)
 		m.schedule(TimerRenew, o.gen, o.renewNext)
 		if !o.renewInFlight {
 			o.renewInFlight, o.renewLease = true, o.lease
-			m.emit(Effect{Kind: EffRenew, Op: o.gen, Script: m.kind.Renew, Key: scripts.LockKey(m.env.Name), Field: o.field, Lease: o.lease})
+			m.emit(renewEffect(m.kind, o.gen, m.env.Name, o.field, o.lease))
 		}
 	case TimerDeadline:
 		o := m.ownerGen(k.ID)

@@ -1,0 +1,165 @@
+package lockactor
+
+import (
+	"time"
+
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// Dormant is a quiet machine folded into a record a few hundred bytes
+// smaller than the machine: one request holding the lock, nothing waiting,
+// nothing in flight but perhaps its renewal. A client holding a hundred
+// thousand locks for minutes keeps, per lock, this record and a timer
+// instead of a machine and an actor.
+//
+// The runtime keeps the record in place of the machine (Machine.Sleep) and
+// drives it with the record's own timer (Due, Fire) and the replies of the
+// renewals it asks for (RenewReply). Everything else — a Release, a
+// cancellation, a new request on the name, a failed renewal, the validity
+// deadline, shutdown — needs the machine: the runtime rebuilds it with Wake
+// and steps it with that input as it would have stepped the machine that
+// slept. A Dormant has one owner, like a Machine.
+type Dormant struct {
+	kind       *Kind
+	req        Request
+	gen        uint64 // the owner's generation: the Op of its renewals
+	nextID     uint64 // the machine's id counter, so ids stay unique across a sleep
+	count      int64
+	token      uint64
+	lease      time.Duration
+	renewLease time.Duration
+	slack      time.Duration
+	deadline   time.Time
+	renewNext  time.Time
+	mode       uint8
+	watchdog   bool
+	renewing   bool // a renewal asked for by Fire is in flight
+}
+
+// Sleep folds the machine into a Dormant when it is quiet: one request
+// holding the lock through one owner, no other request, no queue, no call,
+// renewal or subscription in flight, no failure being retried. It reports
+// false, and changes nothing, otherwise. After a successful Sleep the
+// machine must not be used: its timers are the record's (Due) and its
+// state lives on in the record.
+func (m *Machine) Sleep() (*Dormant, bool) {
+	if len(m.reqs) != 1 || len(m.owners) != 1 || len(m.queue) != 0 || m.att.req != nil ||
+		m.keepAliveArmed || m.sub != subNone || len(m.inflight) != 0 || len(m.strays) != 0 || m.shutdown != nil {
+		return nil, false
+	}
+	o, r := m.owners[0], m.reqs[0]
+	if !o.current || o.undo || o.op.kind != opNone || len(o.waiting) != 0 || len(o.held) != 1 || o.held[0] != r ||
+		o.renewInFlight || o.renewErr != nil || o.yield {
+		return nil, false
+	}
+	if r.state != stateHeld || !r.granted || r.owner != o || r.releaseAsked || r.ending || r.ambiguous ||
+		r.placed || r.placeOp != 0 || r.keepOp != 0 {
+		return nil, false
+	}
+	return &Dormant{
+		kind: m.kind, req: r.Request, gen: o.gen, nextID: m.nextID, count: o.count, token: o.token,
+		lease: o.lease, renewLease: o.renewLease, slack: m.cfg.Slack,
+		deadline: o.deadline, renewNext: o.renewNext, mode: o.mode, watchdog: o.watchdog,
+	}, true
+}
+
+// ID is the request holding the lock.
+func (d *Dormant) ID() ReqID { return d.req.ID }
+
+// Field is the owner field the request holds the lock through.
+func (d *Dormant) Field() string { return d.req.Field }
+
+// Deadline is the hold's validity deadline.
+func (d *Dormant) Deadline() time.Time { return d.deadline }
+
+// Due is when the runtime must call Fire: the next renewal, or the moment
+// the machine's deadline timer would fire.
+func (d *Dormant) Due() time.Time {
+	end := d.deadline.Add(-d.slack)
+	if d.watchdog && !d.renewing && d.renewNext.Before(end) {
+		return d.renewNext
+	}
+	return end
+}
+
+// Fire is the record's timer, called at Due or later. It returns the
+// renewal to carry out (an EffRenew, answered by RenewReply), or, when the
+// deadline timer is due, the message (wake.Kind != 0) to step the machine
+// rebuilt by Wake with: the hold is lost unless a renewal made it in time,
+// and that takes the machine.
+func (d *Dormant) Fire(now time.Time, name string) (renew Effect, wake Msg) {
+	if !now.Before(d.deadline.Add(-d.slack)) {
+		return Effect{}, Msg{Kind: MsgTimer, Timer: TimerKey{TimerDeadline, d.gen}}
+	}
+	if !d.watchdog || now.Before(d.renewNext) {
+		return Effect{}, Msg{}
+	}
+	d.renewNext = renewalAfter(d.renewNext, now, d.lease)
+	if d.renewing {
+		return Effect{}, Msg{}
+	}
+	d.renewing, d.renewLease = true, d.lease
+	return renewEffect(d.kind, d.gen, name, d.req.Field, d.lease), Msg{}
+}
+
+// RenewReply takes the reply to the renewal Fire asked for. A renewal that
+// extended the lease is the record's to keep: it returns the EffDeadline
+// to carry out if the deadline moved (Kind 0 if not). Any other outcome —
+// the key lost, an error to retry or to end the hold with — is the
+// machine's: wake reports that the runtime must rebuild it with Wake and
+// step it with msg.
+func (d *Dormant) RenewReply(msg Msg) (deadline Effect, wake bool) {
+	if msg.Kind != MsgRenewReply || msg.Op != d.gen || !d.renewing {
+		return Effect{}, false // not this record's renewal: the machine would drop it too
+	}
+	if msg.Fault != NoFault || !msg.Renewed {
+		return Effect{}, true
+	}
+	d.renewing = false
+	if v := Validity(msg.Sent, d.renewLease); v.After(d.deadline) {
+		d.deadline = v
+		return Effect{Kind: EffDeadline, ID: d.req.ID, At: v}, false
+	}
+	return Effect{}, false
+}
+
+// Wake rebuilds the machine that slept into d, in the state it slept in
+// (with the renewal Fire asked for still in flight, if it is), appending to
+// buf the effects that set its timers again. The runtime then steps it with
+// the input that woke it.
+func Wake(name string, cfg Config, d *Dormant, buf []Effect) (*Machine, []Effect) {
+	m := New(name, cfg)
+	m.kind = d.kind
+	m.nextID = d.nextID
+	o := &owner{gen: d.gen, field: d.req.Field, mode: d.mode, count: d.count, token: d.token,
+		lease: d.lease, watchdog: d.watchdog, deadline: d.deadline, renewNext: d.renewNext,
+		renewInFlight: d.renewing, renewLease: d.renewLease, current: true}
+	o.op.backoff = m.cfg.Backoff
+	r := &request{Request: d.req, tryOnce: d.req.Wait == 0, state: stateHeld, granted: true, owner: o}
+	o.held, o.waiting = append(o.heldBuf[:0], r), o.waitBuf[:0]
+	m.reqs = append(m.reqs, r)
+	m.owners = append(m.owners, o)
+	saved := m.out
+	m.out = buf
+	m.schedule(TimerDeadline, o.gen, o.deadline.Add(-m.cfg.Slack))
+	if o.watchdog {
+		m.schedule(TimerRenew, o.gen, o.renewNext)
+	}
+	buf, m.out = m.out, saved
+	return m, buf
+}
+
+// renewalAfter moves a renewal time due at or before now along its grid of
+// lease/3 steps to the first one after now: renewals keep absolute times
+// (no drift from late firings), and a missed one is not made up twice.
+func renewalAfter(next, now time.Time, lease time.Duration) time.Time {
+	for !now.Before(next) {
+		next = next.Add(lease / 3)
+	}
+	return next
+}
+
+// renewEffect is the watchdog renewal of owner generation gen's field.
+func renewEffect(k *Kind, gen uint64, name, field string, lease time.Duration) Effect {
+	return Effect{Kind: EffRenew, Op: gen, Script: k.Renew, Key: scripts.LockKey(name), Field: field, Lease: lease}
+}

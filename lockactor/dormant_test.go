@@ -1,0 +1,209 @@
+package lockactor
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// holdOne returns a driver whose machine holds request 1 (watchdog lease)
+// granted from a request sent at t0.
+func holdOne(t *testing.T) *driver {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	d.now = t0.Add(5 * time.Millisecond)
+	d.step(granted(acq.Op, 1, 7))
+	return d
+}
+
+func TestSleepOnlyWhenQuiet(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	if _, ok := d.m.Sleep(); ok {
+		t.Fatal("slept with its acquire in flight")
+	}
+	d.step(granted(acq.Op, 1, 7))
+	d.enqueue(2, "c:b", -1)
+	if _, ok := d.m.Sleep(); ok {
+		t.Fatal("slept with a waiter")
+	}
+
+	d = holdOne(t)
+	d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 2, Field: "c:a", Lease: lease, Watchdog: true, Wait: -1}})
+	if _, ok := d.m.Sleep(); ok {
+		t.Fatal("slept with a reentry in flight")
+	}
+
+	d = holdOne(t)
+	gen := d.m.owners[0].gen
+	d.now = t0.Add(lease / 3)
+	one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}}), EffRenew)
+	if _, ok := d.m.Sleep(); ok {
+		t.Fatal("slept with its renewal in flight")
+	}
+
+	d = holdOne(t)
+	rec, ok := d.m.Sleep()
+	if !ok {
+		t.Fatal("a quiet held lock did not sleep")
+	}
+	if rec.ID() != 1 || rec.Field() != "c:a" || !rec.Deadline().Equal(Validity(t0, lease)) {
+		t.Fatalf("record of request %d field %q deadline %v", rec.ID(), rec.Field(), rec.Deadline())
+	}
+}
+
+func TestDormantRenewsOnTheGrid(t *testing.T) {
+	d := holdOne(t)
+	gen := d.m.owners[0].gen
+	rec, _ := d.m.Sleep()
+	if want := t0.Add(lease / 3); !rec.Due().Equal(want) {
+		t.Fatalf("due %v, want the first renewal %v", rec.Due(), want)
+	}
+	if r, w := rec.Fire(t0.Add(time.Second), "n"); r.Kind != 0 || w.Kind != 0 {
+		t.Fatalf("early firing did %v / %v", r.Kind, w.Kind)
+	}
+	now := t0.Add(lease/3 + 3*time.Millisecond)
+	r, w := rec.Fire(now, "n")
+	if r.Kind != EffRenew || w.Kind != 0 || r.Op != gen || r.Field != "c:a" || r.Lease != lease || r.Key != "holdfast:{n}" {
+		t.Fatalf("renewal %+v, wake %v", r, w.Kind)
+	}
+	if want := rec.Deadline().Add(-10 * time.Millisecond); !rec.Due().Equal(want) {
+		t.Fatalf("due %v while renewing, want the deadline timer's %v", rec.Due(), want)
+	}
+	if r, _ := rec.Fire(now.Add(time.Millisecond), "n"); r.Kind != 0 {
+		t.Fatal("a second renewal while one is in flight")
+	}
+	dl, wake := rec.RenewReply(Msg{Kind: MsgRenewReply, Op: gen, Sent: now, Renewed: true})
+	if wake || dl.Kind != EffDeadline || dl.ID != 1 || !dl.At.Equal(Validity(now, lease)) {
+		t.Fatalf("reply gave %+v wake %v, want the deadline %v", dl, wake, Validity(now, lease))
+	}
+	if want := t0.Add(2 * lease / 3); !rec.Due().Equal(want) {
+		t.Fatalf("next renewal %v, want %v (on the grid, no drift)", rec.Due(), want)
+	}
+	// A stale reply (another generation) changes nothing.
+	if dl, wake := rec.RenewReply(Msg{Kind: MsgRenewReply, Op: gen + 1, Sent: now, Renewed: false}); dl.Kind != 0 || wake {
+		t.Fatal("a stale reply was taken")
+	}
+}
+
+func TestDormantFixedLeaseWakesAtItsDeadline(t *testing.T) {
+	d := newDriver(t)
+	d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 1, Field: "c:a", Lease: time.Second, Wait: -1}})
+	d.step(granted(1, 1, 1))
+	rec, ok := d.m.Sleep()
+	if !ok {
+		t.Fatal("did not sleep")
+	}
+	due := rec.Due()
+	if want := t0.Add(time.Second - Drift(time.Second) - 10*time.Millisecond); !due.Equal(want) {
+		t.Fatalf("due %v, want the deadline timer's %v", due, want)
+	}
+	r, w := rec.Fire(due, "n")
+	if r.Kind != 0 || w.Kind != MsgTimer || w.Timer.Kind != TimerDeadline {
+		t.Fatalf("firing at the deadline gave %+v / %+v", r, w)
+	}
+	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, rec, nil)
+	if l := one(t, m.Step(due, w), EffLost); !errors.Is(l.Err, ErrLeaseExpired) {
+		t.Fatalf("lost %v", l.Err)
+	}
+	if !m.Idle() {
+		t.Fatal("not idle after the loss")
+	}
+}
+
+// TestWakeIsTheMachineThatSlept steps two machines alike, one of which
+// slept (and renewed while asleep) in between: from then on, every input
+// gives both the same effects.
+func TestWakeIsTheMachineThatSlept(t *testing.T) {
+	cfg := Config{Slack: 10 * time.Millisecond}
+	for _, tc := range []struct {
+		name string
+		// renewing leaves the record's renewal in flight when it wakes.
+		renewing bool
+		after    func(gen, relOp uint64, sent time.Time) []Msg
+	}{
+		{"release", false, func(gen, relOp uint64, sent time.Time) []Msg {
+			return []Msg{{Kind: MsgRelease, ID: 1}, {Kind: MsgReply, Op: relOp, Reply: []int64{0}}}
+		}},
+		{"reentry then two releases", false, func(gen, op uint64, sent time.Time) []Msg {
+			return []Msg{
+				{Kind: MsgEnqueue, Req: Request{ID: 2, Field: "c:a", Lease: lease, Watchdog: true, Wait: -1}},
+				granted(op, 2, 7),
+				{Kind: MsgRelease, ID: 2}, {Kind: MsgReply, Op: op + 1, Reply: []int64{1}},
+			}
+		}},
+		{"renewal refused", true, func(gen, relOp uint64, sent time.Time) []Msg {
+			return []Msg{{Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: false}}
+		}},
+		{"renewal failed then deadline", true, func(gen, relOp uint64, sent time.Time) []Msg {
+			return []Msg{
+				{Kind: MsgRenewReply, Op: gen, Sent: sent, Err: errors.New("boom"), Fault: Transient},
+				{Kind: MsgTimer, Timer: TimerKey{TimerDeadline, gen}},
+			}
+		}},
+		{"renewal timer while renewing", true, func(gen, relOp uint64, sent time.Time) []Msg {
+			return []Msg{{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}}, {Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: true}}
+		}},
+		{"cancel", false, func(gen, relOp uint64, sent time.Time) []Msg {
+			return []Msg{{Kind: MsgCancel, ID: 1, Err: errors.New("ctx done")}}
+		}},
+		{"shutdown", true, func(gen, relOp uint64, sent time.Time) []Msg {
+			return []Msg{{Kind: MsgShutdown, Err: ErrClosed}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			awake, asleep := holdOne(t), holdOne(t)
+			gen := awake.m.owners[0].gen
+			rec, ok := asleep.m.Sleep()
+			if !ok {
+				t.Fatal("did not sleep")
+			}
+			// One renewal on each: the awake machine's through its timer,
+			// the record's through Fire.
+			now := t0.Add(lease/3 + time.Millisecond)
+			awake.now = now
+			awake.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}})
+			if r, _ := rec.Fire(now, "n"); r.Kind != EffRenew {
+				t.Fatal("the record did not renew")
+			}
+			sent := now
+			if !tc.renewing {
+				now = now.Add(2 * time.Millisecond)
+				reply := Msg{Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: true}
+				awake.now = now
+				awake.step(reply)
+				if _, wake := rec.RenewReply(reply); wake {
+					t.Fatal("a renewal that succeeded woke the record")
+				}
+			}
+			m, effs := Wake("n", cfg, rec, nil)
+			for _, e := range effs {
+				if e.Kind != EffSchedule {
+					t.Fatalf("waking emitted %v", e.Kind)
+				}
+			}
+			now = now.Add(time.Millisecond)
+			next := awake.m.nextID + 1
+			for i, msg := range tc.after(gen, next, sent) {
+				switch {
+				case msg.Kind == MsgTimer && msg.Timer.Kind == TimerRenew:
+					now = t0.Add(2 * lease / 3)
+				case msg.Kind == MsgTimer:
+					now = awake.m.owners[0].deadline
+				}
+				want := append([]Effect(nil), awake.m.Step(now, msg)...)
+				got := append([]Effect(nil), m.Step(now, msg)...)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("input %d (%v): woken machine did %v, the awake one %v", i, msg.Kind, kinds(got), kinds(want))
+				}
+				if len(want) == 0 {
+					t.Fatalf("input %d (%v) did nothing: the case tests nothing", i, msg.Kind)
+				}
+			}
+			if awake.m.Idle() != m.Idle() {
+				t.Fatalf("idle: awake %v, woken %v", awake.m.Idle(), m.Idle())
+			}
+		})
+	}
+}

@@ -10,3 +10,7 @@ func CrashActor(c *Client, name string) { c.eng.(*actor.System).Crash(name) }
 
 // Field is the owner field c writes for owner.
 func Field(c *Client, owner string) string { return scripts.Field(c.cfg.ClientID, c.instance, owner) }
+
+// Sleeping reports how many of c's held locks sleep as records (see
+// actor.System.Sleeping).
+func Sleeping(c *Client) int { return c.eng.(*actor.System).Sleeping() }

@@ -19,6 +19,7 @@ type lockActor struct {
 	sys  *System
 	name string
 	self *protoactor.PID
+	e    *entry // the registry's entry of this incarnation (claim)
 
 	m       *lockactor.Machine
 	handles smallMap[lockactor.ReqID, lockactor.Handle]
@@ -36,7 +37,11 @@ type lockActor struct {
 	// earlier one.
 	idle    *timerwheel.Timer
 	idleSeq uint64
-	idleAt  time.Time // when the actor last became idle
+	idleAt  time.Time // when the actor last became quiet
+	// quiet: the machine is idle, or holds quietly (Machine.Quiet) and may
+	// sleep once it has been so for IdleTimeout (see sleep.go).
+	quiet bool
+	calls int // script calls in flight, whose replies come here
 }
 
 // effectBufs holds the buffers the machines' effects are collected in,
@@ -56,6 +61,12 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 	case *protoactor.Started:
 		a.self = ctx.Self()
 		a.name = lockActorName(a.self.Id)
+		var sl *sleeper
+		a.e, sl = a.sys.claim(a.name, a.self)
+		if sl != nil {
+			a.wake(sl)
+			return
+		}
 		a.m = lockactor.New(a.name, a.sys.cfg.Machine)
 		if a.m.Idle() && a.sys.passivate(a.name) {
 			// A restarted incarnation with nothing on its way: stop.
@@ -63,6 +74,9 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 			ctx.Stop(a.self)
 		}
 	case *letter:
+		if msg.counted && a.e != nil {
+			a.sys.received(a.e)
+		}
 		a.receive(ctx, msg)
 		msg.free()
 	case *protoactor.Restarting:
@@ -80,10 +94,12 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 func (a *lockActor) receive(ctx protoactor.Context, l *letter) {
 	switch l.tag {
 	case tagEnqueue:
-		a.sys.received(a.name)
 		a.handles.set(l.msg.Req.ID, l.handle)
 		a.step(ctx, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: l.msg.Req})
 	case tagMsg:
+		if l.msg.Kind == lockactor.MsgReply {
+			a.calls--
+		}
 		if l.msg.Kind == lockactor.MsgShutdown && a.m.Idle() {
 			a.passivate(ctx)
 			return
@@ -96,16 +112,22 @@ func (a *lockActor) receive(ctx protoactor.Context, l *letter) {
 	case tagIdle:
 		if a.idle != nil && l.seq == a.idleSeq {
 			a.idle = nil
-			if !a.m.Idle() || a.done {
+			if !a.quiet || a.done {
 				return
 			}
 			// The timer is left running while the actor is busy (see step):
-			// the linger counts from the actor's last idle moment.
+			// the linger counts from the moment it last became quiet.
 			if due := a.idleAt.Add(a.sys.cfg.IdleTimeout); a.sys.cfg.Clock.Now().Before(due) {
 				a.lingerUntil(due)
 				return
 			}
-			a.passivate(ctx)
+			if a.m.Idle() {
+				a.passivate(ctx)
+				return
+			}
+			// Held quietly: sleep, unless a renewal is in flight (its
+			// reply's turn tries again, see step).
+			a.trySleep(ctx)
 		}
 	case tagCrash:
 		panic("holdfast: injected crash")
@@ -125,22 +147,39 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 	clear(effs) // let go of what the effects refer to
 	*buf = effs[:0]
 	effectBufs.Put(buf)
-	if !a.m.Idle() {
+	idle := a.m.Idle()
+	if !idle && !a.m.Quiet() {
 		// A pending linger timer keeps running: when it fires, it sees
-		// the actor busy, or idle since a later moment and lingers on.
+		// the actor busy, or quiet since a later moment and lingers on.
 		// Stopping and scheduling it again on every cycle cost two
 		// allocations per cycle.
+		a.quiet = false
 		return
 	}
-	a.fields.empty()
-	if a.sys.closing() {
-		a.passivate(ctx)
+	if idle {
+		a.fields.empty()
+		if a.sys.closing() {
+			a.passivate(ctx)
+			return
+		}
+	}
+	// Linger a while: a lock taken again soon keeps its actor, and a
+	// hold sleeps only once it has been quiet for the linger. A renewal
+	// keeps a hold quiet, so that a lock renewed more often than the
+	// linger sleeps all the same: the turn of the renewal's reply that
+	// finds the linger over tries at once.
+	if !a.quiet {
+		a.quiet, a.idleAt = true, now
+	}
+	due := a.idleAt.Add(a.sys.cfg.IdleTimeout)
+	if !idle && !now.Before(due) && a.trySleep(ctx) {
 		return
 	}
-	// Linger a while: a lock taken again soon keeps its actor.
-	a.idleAt = now
 	if a.idle == nil {
-		a.lingerUntil(now.Add(a.sys.cfg.IdleTimeout))
+		if due.Before(now) {
+			due = now
+		}
+		a.lingerUntil(due)
 	}
 }
 
@@ -200,16 +239,13 @@ func (a *lockActor) apply(e lockactor.Effect) {
 		if e.Field != "" {
 			a.fields.set(e.Field, struct{}{})
 		}
+		a.calls++
 		s.callScript(a, e.Op, e.Call)
 	case lockactor.EffRenew:
 		op := e.Op
 		s.cfg.Renewer.Add(renewal.Item{Script: e.Script, Key: e.Key, Field: e.Field, Lease: e.Lease,
 			Done: func(sent time.Time, renewed bool, err error) {
-				fault := s.cfg.Redis.Classify(err)
-				if err == renewal.ErrClosed {
-					fault = lockactor.Transient
-				}
-				a.send(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: fault})
+				a.send(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: s.renewFault(err)})
 			}})
 	case lockactor.EffSchedule:
 		a.schedule(e.Timer, e.At)
@@ -242,6 +278,15 @@ func (a *lockActor) apply(e lockactor.Effect) {
 			h.Lost(e.Err)
 		}
 	}
+}
+
+// renewFault classifies a renewal's error; a batcher that closed refused
+// the renewal before sending it.
+func (s *System) renewFault(err error) lockactor.Fault {
+	if err == renewal.ErrClosed {
+		return lockactor.Transient
+	}
+	return s.cfg.Redis.Classify(err)
 }
 
 func (a *lockActor) onEvent(ev pubsub.Event) {

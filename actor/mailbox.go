@@ -25,6 +25,9 @@ type letter struct {
 	// now asks the mailbox to run the actor's turn on the sending
 	// goroutine if the actor is idle (see mailbox.PostUserMessage).
 	now bool
+	// counted: the letter was sent through the actor's entry and counts in
+	// its enqueues until received (System.deliver).
+	counted bool
 }
 
 type letterTag uint8

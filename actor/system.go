@@ -84,20 +84,30 @@ type System struct {
 	sendFn  func() // s.sendBatches, bound once
 	props   *protoactor.Props
 
-	mu     sync.Mutex // guards the fields below
+	mu     sync.Mutex // guards the fields below, and every entry
 	actors map[string]*entry
+	asleep int // entries asleep
 	closed bool
 	empty  chan struct{} // closed when actors becomes empty after Close began
 }
 
-// entry is a live actor in the registry.
+// entry is a lock name in the registry: a live actor, or a record asleep
+// in its place (see sleep.go).
 type entry struct {
+	name string
+	// ref is the Sender of the requests' Refs, one per entry: a Ref stays
+	// good while its actor sleeps and wakes.
+	ref ref
+	// pid is the actor's; nil while the entry sleeps.
 	pid *protoactor.PID
-	ref *ref // the Sender of the actor's requests' Refs
-	// enqueues counts enqueue messages sent and not yet received: an idle
-	// actor passivates only when it is zero, so no request is ever sent to
-	// an actor that has stopped.
+	// enqueues counts the letters sent through the entry (requests,
+	// releases, cancellations, a sleeping record's news) and not yet
+	// received: an actor passivates or sleeps only when it is zero, so no
+	// letter is ever sent to an actor that has stopped.
 	enqueues int
+	// sleep is the record of a sleeping entry; set from the moment the
+	// actor sleeps until its next incarnation claims it (claim).
+	sleep *sleeper
 }
 
 // New returns a System. Its actors are spawned on demand.
@@ -133,21 +143,35 @@ const DefaultIdleTimeout = time.Second
 // ErrClosed is returned by Enqueue after Close.
 var ErrClosed = lockactor.ErrClosed
 
-// ref is the lockactor.Sender of one actor incarnation, made when it is
-// spawned and shared by its requests' Refs.
+// ref is the lockactor.Sender of the requests of one entry.
 type ref struct {
 	sys *System
-	pid *protoactor.PID
+	e   *entry
 }
 
 // Send delivers a message about request id (Cancel or Release) to its
-// actor. A Release runs the actor's turn on the caller's goroutine if the
-// actor is idle (see mailbox.PostUserMessage).
+// actor, waking it if it sleeps. A Release runs the actor's turn on the
+// caller's goroutine if the actor is idle (see mailbox.PostUserMessage).
 func (r *ref) Send(id lockactor.ReqID, kind lockactor.MsgKind, err error) {
 	l := newLetter(tagMsg)
 	l.msg = lockactor.Msg{Kind: kind, ID: id, Err: err}
 	l.now = kind == lockactor.MsgRelease
-	r.sys.root.Send(r.pid, l)
+	r.sys.deliver(r.e, l)
+}
+
+// deliver sends l through entry e: to its actor, woken first if it sleeps.
+// The letter is counted until received (entry.enqueues) if e is still in
+// the registry; one for an entry gone from it reaches a stopped actor and
+// is dropped, as for any message to a stopped actor.
+func (s *System) deliver(e *entry, l *letter) {
+	s.mu.Lock()
+	pid := s.wakeLocked(e)
+	if s.actors[e.name] == e {
+		e.enqueues++
+		l.counted = true
+	}
+	s.mu.Unlock()
+	s.root.Send(pid, l)
 }
 
 // Enqueue starts request req on the actor of name, spawning it if needed.
@@ -159,23 +183,24 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	}
 	e := s.actors[name]
 	if e == nil {
-		e = &entry{}
+		e = &entry{name: name}
+		e.ref = ref{sys: s, e: e}
 		e.pid = s.root.SpawnPrefix(s.props, name)
-		e.ref = &ref{sys: s, pid: e.pid}
 		s.actors[name] = e
 	}
+	pid := s.wakeLocked(e)
 	e.enqueues++
 	s.mu.Unlock()
 	l := newLetter(tagEnqueue)
-	l.msg.Req, l.handle, l.now = req, h, true
-	s.root.Send(e.pid, l)
-	return lockactor.Ref{To: e.ref, ID: req.ID}, nil
+	l.msg.Req, l.handle, l.now, l.counted = req, h, true, true
+	s.root.Send(pid, l)
+	return lockactor.Ref{To: &e.ref, ID: req.ID}, nil
 }
 
-// received notes that an enqueue message reached the actor of name.
-func (s *System) received(name string) {
+// received notes that a counted letter reached the actor of entry e.
+func (s *System) received(e *entry) {
 	s.mu.Lock()
-	s.actors[name].enqueues--
+	e.enqueues--
 	s.mu.Unlock()
 }
 
@@ -213,18 +238,28 @@ func (s *System) forget(name string) {
 // releases what it may hold.
 func (s *System) Crash(name string) {
 	s.mu.Lock()
-	e := s.actors[name]
+	var pid *protoactor.PID
+	if e := s.actors[name]; e != nil {
+		pid = s.wakeLocked(e)
+	}
 	s.mu.Unlock()
-	if e != nil {
-		s.root.Send(e.pid, newLetter(tagCrash))
+	if pid != nil {
+		s.root.Send(pid, newLetter(tagCrash))
 	}
 }
 
-// Actors reports how many lock actors are alive.
+// Actors reports how many lock actors are alive (not asleep).
 func (s *System) Actors() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.actors)
+	return len(s.actors) - s.asleep
+}
+
+// Sleeping reports how many held locks sleep as records (see sleep.go).
+func (s *System) Sleeping() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asleep
 }
 
 // Close ends every request with ErrClosed (held ones are released, one try
@@ -244,7 +279,8 @@ func (s *System) Close(ctx context.Context) error {
 	}
 	pids := make([]*protoactor.PID, 0, len(s.actors))
 	for _, e := range s.actors {
-		pids = append(pids, e.pid)
+		// A sleeping lock wakes to be released like the others.
+		pids = append(pids, s.wakeLocked(e))
 	}
 	s.mu.Unlock()
 	for _, pid := range pids {

@@ -21,8 +21,9 @@ type machineTimer struct {
 	t    timerwheel.Timer
 	a    *lockActor
 	key  lockactor.TimerKey
-	seq  uint64 // tells this arming's firing from an earlier one
-	fire func() // t's function: posts the firing to the actor; bound once
+	at   time.Time // when it is due (a sleep that fails arms it again)
+	seq  uint64    // tells this arming's firing from an earlier one
+	fire func()    // t's function: posts the firing to the actor; bound once
 }
 
 // maxSpareTimers bounds the records an actor keeps for reuse.
@@ -47,7 +48,7 @@ func (a *lockActor) schedule(key lockactor.TimerKey, at time.Time) {
 		mt.fire = mt.post
 	}
 	a.seq++
-	mt.key, mt.seq = key, a.seq
+	mt.key, mt.at, mt.seq = key, at, a.seq
 	a.timers.set(key, mt)
 	a.sys.cfg.Wheel.Arm(&mt.t, at, mt.fire)
 }

@@ -36,27 +36,45 @@ type Dormant struct {
 	renewing   bool // a renewal asked for by Fire is in flight
 }
 
-// Sleep folds the machine into a Dormant when it is quiet: one request
-// holding the lock through one owner, no other request, no queue, no call,
-// renewal or subscription in flight, no failure being retried. It reports
-// false, and changes nothing, otherwise. After a successful Sleep the
-// machine must not be used: its timers are the record's (Due) and its
-// state lives on in the record.
-func (m *Machine) Sleep() (*Dormant, bool) {
+// Quiet reports whether the machine holds quietly: one request holding the
+// lock through one owner, no other request, no queue, no call or
+// subscription in flight, no failure being retried. Such a machine sleeps
+// (Sleep) whenever its renewal is not in flight.
+func (m *Machine) Quiet() bool {
+	_, r := m.quietHold()
+	return r != nil
+}
+
+// quietHold returns the owner and the request of a quiet machine (Quiet),
+// or nils.
+func (m *Machine) quietHold() (*owner, *request) {
 	if len(m.reqs) != 1 || len(m.owners) != 1 || len(m.queue) != 0 || m.att.req != nil ||
 		m.keepAliveArmed || m.sub != subNone || len(m.inflight) != 0 || len(m.strays) != 0 || m.shutdown != nil {
-		return nil, false
+		return nil, nil
 	}
 	o, r := m.owners[0], m.reqs[0]
 	if !o.current || o.undo || o.op.kind != opNone || len(o.waiting) != 0 || len(o.held) != 1 || o.held[0] != r ||
-		o.renewInFlight || o.renewErr != nil || o.yield {
-		return nil, false
+		o.renewErr != nil || o.yield {
+		return nil, nil
 	}
 	if r.state != stateHeld || !r.granted || r.owner != o || r.releaseAsked || r.ending || r.ambiguous ||
 		r.placed || r.placeOp != 0 || r.keepOp != 0 {
-		return nil, false
+		return nil, nil
 	}
-	return &Dormant{
+	return o, r
+}
+
+// Sleep folds the machine into a Dormant when it is quiet (Quiet) and its
+// renewal is not in flight. It reports false, and changes nothing,
+// otherwise. After a successful Sleep the machine must not be used: its
+// timers are replaced by the record's (Due), and its state lives on in the
+// record.
+func (m *Machine) Sleep() (Dormant, bool) {
+	o, r := m.quietHold()
+	if r == nil || o.renewInFlight {
+		return Dormant{}, false
+	}
+	return Dormant{
 		kind: m.kind, req: r.Request, gen: o.gen, nextID: m.nextID, count: o.count, token: o.token,
 		lease: o.lease, renewLease: o.renewLease, slack: m.cfg.Slack,
 		deadline: o.deadline, renewNext: o.renewNext, mode: o.mode, watchdog: o.watchdog,

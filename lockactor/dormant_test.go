@@ -103,7 +103,7 @@ func TestDormantFixedLeaseWakesAtItsDeadline(t *testing.T) {
 	if r.Kind != 0 || w.Kind != MsgTimer || w.Timer.Kind != TimerDeadline {
 		t.Fatalf("firing at the deadline gave %+v / %+v", r, w)
 	}
-	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, rec, nil)
+	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, &rec, nil)
 	if l := one(t, m.Step(due, w), EffLost); !errors.Is(l.Err, ErrLeaseExpired) {
 		t.Fatalf("lost %v", l.Err)
 	}
@@ -177,7 +177,7 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 					t.Fatal("a renewal that succeeded woke the record")
 				}
 			}
-			m, effs := Wake("n", cfg, rec, nil)
+			m, effs := Wake("n", cfg, &rec, nil)
 			for _, e := range effs {
 				if e.Kind != EffSchedule {
 					t.Fatalf("waking emitted %v", e.Kind)

@@ -61,6 +61,12 @@ type machine struct {
 	timers     map[lockactor.TimerKey]uint64 // current generation of each pending timer
 	subscribed bool
 	channel    string // the channel subscribed to, while subscribed
+	calls      int    // script calls in flight
+	// dormant is the record the machine sleeps in (m is nil meanwhile), as
+	// the actor runtime folds a quiet hold; dormantGen tells the current
+	// arming of its timer from earlier ones.
+	dormant    *lockactor.Dormant
+	dormantGen uint64
 }
 
 // NewClient returns a holdfast Client whose locks run inside the World.
@@ -239,6 +245,22 @@ func (c *Client) deliverTo(m *machine, msg lockactor.Msg) {
 		return
 	}
 	name := m.name
+	if m.dormant != nil {
+		if msg.Kind == lockactor.MsgReply {
+			panic(fmt.Sprintf("sim: a call's reply reached the sleeping machine of %s: it slept with a call in flight", name))
+		}
+		if msg.Kind == lockactor.MsgRenewReply {
+			dl, wake := m.dormant.RenewReply(msg)
+			if !wake {
+				if dl.Kind != 0 {
+					c.apply(m, dl)
+				}
+				c.armDormant(m)
+				return
+			}
+		}
+		c.wake(m)
+	}
 	if msg.Kind == lockactor.MsgTimer {
 		delete(m.timers, msg.Timer)
 	}
@@ -248,6 +270,54 @@ func (c *Client) deliverTo(m *machine, msg lockactor.Msg) {
 	}
 	if m.m.Idle() {
 		delete(c.machines, name)
+		return
+	}
+	c.maybeSleep(m)
+}
+
+// maybeSleep folds a quiet machine into its record, as the actor runtime
+// does after its idle linger: here at once, on a coin toss of the World's
+// seeded source, so that runs explore holds kept both ways.
+func (c *Client) maybeSleep(m *machine) {
+	if m.calls > 0 || m.subscribed || c.closed {
+		return
+	}
+	rec, ok := m.m.Sleep()
+	if !ok || c.w.rng.Intn(2) == 0 {
+		return
+	}
+	m.m, m.dormant = nil, &rec
+	clear(m.timers) // the record's timer replaces them
+	c.armDormant(m)
+}
+
+// armDormant sets the sleeping record's timer for its Due time.
+func (c *Client) armDormant(m *machine) {
+	c.w.seq++
+	gen := c.w.seq
+	m.dormantGen = gen
+	c.w.at(c.worldTime(m.dormant.Due()), c, func() {
+		if c.machines[m.name] != m || m.dormant == nil || m.dormantGen != gen {
+			return
+		}
+		renew, wake := m.dormant.Fire(c.now(), m.name)
+		if wake.Kind != 0 {
+			c.deliverTo(m, wake)
+			return
+		}
+		c.armDormant(m)
+		if renew.Kind != 0 {
+			c.apply(m, renew)
+		}
+	})
+}
+
+// wake rebuilds the machine from its record.
+func (c *Client) wake(m *machine) {
+	mm, effs := lockactor.Wake(m.name, c.machineCfg, m.dormant, nil)
+	m.m, m.dormant = mm, nil
+	for _, e := range effs {
+		c.apply(m, e)
 	}
 }
 
@@ -257,7 +327,9 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	switch e.Kind {
 	case lockactor.EffCall:
 		op := e.Op
+		m.calls++
 		w.send(c, e.Call.Script.Src, e.Call.Keys, e.Call.Args, func(r Reply, f lockactor.Fault) {
+			m.calls--
 			msg := lockactor.Msg{Kind: lockactor.MsgReply, Op: op, Fault: f, Err: r.errOrNil()}
 			if f == lockactor.NoFault {
 				vals, err := ints(r)

@@ -1,0 +1,162 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// Held locks sleep: an actor whose only business is one quiet hold folds
+// into a record after the idle linger (actor.DefaultIdleTimeout), which
+// renews the lease itself and wakes the actor for anything else.
+
+// waitAsleep waits until n of c's locks sleep and no actor runs.
+func waitAsleep(t *testing.T, c *holdfast.Client, n int) {
+	t.Helper()
+	deadline := time.Now().Add(waitFor)
+	for holdfast.Sleeping(c) != n || c.Actors() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d locks asleep and %d actors running, want %d and 0", holdfast.Sleeping(c), c.Actors(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func pttl(t *testing.T, srv *redistest.Server, name string) time.Duration {
+	t.Helper()
+	ms, err := srv.Do(t, "PTTL", scripts.LockKey(name)).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+func TestSleepingLockKeepsItsLeaseAndReleases(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 900 * time.Millisecond // renewed every 300ms
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+	l := c.Lock(context.Background(), "sleeper")
+	mustAcquire(t, l)
+	token := l.Token()
+	waitAsleep(t, c, 1)
+	// Asleep for several leases: only the record's renewals keep it.
+	before := l.Deadline()
+	time.Sleep(3 * lease)
+	notLost(t, l)
+	waitAsleep(t, c, 1)
+	if !l.Deadline().After(before.Add(lease)) {
+		t.Fatalf("deadline %v after 3 leases asleep, was %v: the record did not tell the Lock of its renewals", l.Deadline(), before)
+	}
+	if left := pttl(t, srv, "sleeper"); left <= 0 || left > lease {
+		t.Fatalf("PTTL %v of a sleeping hold, want within the lease %v", left, lease)
+	}
+	if l.Token() != token {
+		t.Fatalf("token %d changed to %d", token, l.Token())
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release of a sleeping lock: %v", err)
+	}
+	mustLose(t, l, holdfast.ErrReleased)
+	noLockKeys(t, srv)
+	if err := l.Release(context.Background()); !errors.Is(err, holdfast.ErrNotHeld) {
+		t.Fatalf("second Release: %v, want ErrNotHeld", err)
+	}
+}
+
+func TestSleepingLockLearnsItWasDeleted(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 900 * time.Millisecond
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+	l := c.Lock(context.Background(), "sleeper")
+	mustAcquire(t, l)
+	waitAsleep(t, c, 1)
+	srv.Do(t, "DEL", scripts.LockKey("sleeper"))
+	mustLose(t, l, holdfast.ErrNotOwner)
+	if holdfast.Sleeping(c) != 0 {
+		t.Fatal("a lost lock still sleeps")
+	}
+}
+
+func TestSleepingLockWakesForOthers(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 900 * time.Millisecond
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held := c.Lock(ctx, "sleeper")
+	mustAcquire(t, held)
+	waitAsleep(t, c, 1)
+
+	// A reentry of the same owner, and a waiter of another.
+	octx := holdfast.WithOwner(context.Background(), "other")
+	waiter := c.Lock(octx, "sleeper")
+	time.Sleep(50 * time.Millisecond)
+	select {
+	case <-waiter.Acquired:
+		t.Fatal("a waiter took a sleeping lock")
+	default:
+	}
+	// The holder's context ends: the woken actor releases it and the
+	// waiter takes it.
+	cancel()
+	mustLose(t, held, context.Canceled)
+	mustAcquire(t, waiter)
+	if waiter.Token() <= held.Token() {
+		t.Fatalf("token %d after %d", waiter.Token(), held.Token())
+	}
+	waitAsleep(t, c, 1)
+	if err := waiter.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	noLockKeys(t, srv)
+}
+
+func TestSleepingFixedLeaseIsLostAtItsDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	const lease = 2500 * time.Millisecond
+	l := c.Lock(context.Background(), "fixed", holdfast.WithLease(lease))
+	mustAcquire(t, l)
+	deadline := l.Deadline()
+	waitAsleep(t, c, 1)
+	<-l.Lost
+	lost := time.Now()
+	if !errors.Is(l.Err(), holdfast.ErrLeaseExpired) {
+		t.Fatalf("ended with %v", l.Err())
+	}
+	if lost.Before(deadline.Add(-100 * time.Millisecond)) {
+		t.Fatalf("Lost %v before its deadline", deadline.Sub(lost))
+	}
+	// Lost came before Redis could give the lock to anyone: the key still
+	// lives (the deadline is drift earlier than the key's expiry) or has
+	// just expired, never earlier than the deadline.
+	t.Logf("lost %v after the deadline", lost.Sub(deadline))
+}
+
+func TestCloseReleasesSleepingLocks(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t), WatchdogTimeout: 900 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"s1", "s2", "s3"}
+	var locks []*holdfast.Lock
+	for _, n := range names {
+		l := c.Lock(context.Background(), n)
+		mustAcquire(t, l)
+		locks = append(locks, l)
+	}
+	waitAsleep(t, c, len(names))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range locks {
+		mustLose(t, l, holdfast.ErrClosed)
+	}
+	noLockKeys(t, srv)
+}

@@ -449,7 +449,7 @@ type Lock struct {
 	over        bool
 	stop        func() bool // stops the context watcher
 	// tokens are a LockAll's tokens, set before Acquired closes; a pointer
-	// rather than a slice keeps a Lock within 256 bytes (its size class).
+	// rather than a slice keeps a Lock within 192 bytes (its size class).
 	tokens *[]uint64
 }
 
@@ -618,7 +618,7 @@ func (l *Lock) end(err error) {
 type handle struct{ l *Lock }
 
 func (h handle) Acquired(token uint64, deadline time.Time) {
-	h.l.obs.Granted(token)
+	h.l.obs.Granted(h.l.name, token)
 	h.l.token.Store(token)
 	h.l.deadline.Store(deadline.UnixNano())
 	close(h.l.acquired)
@@ -633,6 +633,6 @@ func (h handle) ReleaseDone(err error) {
 }
 
 func (h handle) Lost(err error) {
-	h.l.obs.Ended(err)
+	h.l.obs.Ended(h.l.name, h.l.token.Load(), err)
 	h.l.end(err)
 }

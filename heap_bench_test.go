@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/redistest"
@@ -63,7 +64,10 @@ func BenchmarkHeapPerClient(b *testing.B) {
 
 // BenchmarkHeapPerHeldLock is issue 17's heap per held lock: 10,000 locks
 // held at once by one Client, each with the watchdog renewing it, and the
-// live heap they add. (bench/ holds 100,000; this is its quick form.)
+// live heap they add once held a while: past the idle linger, when a quiet
+// hold sleeps as a record (actor.DefaultIdleTimeout). (bench/ holds
+// 100,000; this is its quick form.) It reports the heap just after the
+// grants too (heap-B/lock-awake).
 func BenchmarkHeapPerHeldLock(b *testing.B) {
 	srv := redistest.Start(b)
 	c := newClient(b, srv, holdfast.Config{})
@@ -79,7 +83,7 @@ func BenchmarkHeapPerHeldLock(b *testing.B) {
 		b.Fatal(err)
 	}
 	locks := make([]*holdfast.Lock, n)
-	var total float64
+	var total, awake float64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		// Fresh names each round: a name held in an earlier round may
@@ -99,6 +103,17 @@ func BenchmarkHeapPerHeldLock(b *testing.B) {
 		})
 		settle()
 		runtime.ReadMemStats(&m1)
+		awake += float64(m1.HeapAlloc) - float64(m0.HeapAlloc)
+		// Held a while: the holds sleep after the linger.
+		deadline := time.Now().Add(waitFor)
+		for holdfast.Sleeping(c) < n && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if s := holdfast.Sleeping(c); s < n {
+			b.Fatalf("%d of %d held locks asleep after %v", s, n, waitFor)
+		}
+		settle()
+		runtime.ReadMemStats(&m1)
 		total += float64(m1.HeapAlloc) - float64(m0.HeapAlloc)
 		parallelN(64, n, func(j int) {
 			if err := locks[j].Release(ctx); err != nil {
@@ -108,6 +123,7 @@ func BenchmarkHeapPerHeldLock(b *testing.B) {
 		})
 	}
 	b.ReportMetric(total/float64(b.N*n), "heap-B/lock")
+	b.ReportMetric(awake/float64(b.N*n), "heap-B/lock-awake")
 }
 
 // parallelN runs fn(0..n-1) on g goroutines.

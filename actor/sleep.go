@@ -112,7 +112,7 @@ func (a *lockActor) wake(sl *sleeper) {
 // validity deadline is due.
 func (sl *sleeper) fired() {
 	e := sl.e
-	s := e.ref.sys
+	s := e.sys
 	s.mu.Lock()
 	if e.sleep != sl || e.pid != nil {
 		s.mu.Unlock()
@@ -142,7 +142,7 @@ func (sl *sleeper) fired() {
 // goes to the actor.
 func (sl *sleeper) renewed(msg lockactor.Msg) {
 	e := sl.e
-	s := e.ref.sys
+	s := e.sys
 	s.mu.Lock()
 	if e.sleep == sl && e.pid == nil {
 		dl, wake := sl.rec.RenewReply(msg)

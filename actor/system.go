@@ -93,11 +93,12 @@ type System struct {
 
 // entry is a lock name in the registry: a live actor, or a record asleep
 // in its place (see sleep.go).
+//
+// An entry is the Sender of its requests' Refs (Send), so that a Ref stays
+// good while its actor sleeps and wakes.
 type entry struct {
+	sys  *System
 	name string
-	// ref is the Sender of the requests' Refs, one per entry: a Ref stays
-	// good while its actor sleeps and wakes.
-	ref ref
 	// pid is the actor's; nil while the entry sleeps.
 	pid *protoactor.PID
 	// enqueues counts the letters sent through the entry (requests,
@@ -143,20 +144,15 @@ const DefaultIdleTimeout = time.Second
 // ErrClosed is returned by Enqueue after Close.
 var ErrClosed = lockactor.ErrClosed
 
-// ref is the lockactor.Sender of the requests of one entry.
-type ref struct {
-	sys *System
-	e   *entry
-}
-
-// Send delivers a message about request id (Cancel or Release) to its
-// actor, waking it if it sleeps. A Release runs the actor's turn on the
-// caller's goroutine if the actor is idle (see mailbox.PostUserMessage).
-func (r *ref) Send(id lockactor.ReqID, kind lockactor.MsgKind, err error) {
+// Send delivers a message about request id (Cancel or Release) to the
+// entry's actor, waking it if it sleeps. A Release runs the actor's turn
+// on the caller's goroutine if the actor is idle (see
+// mailbox.PostUserMessage).
+func (e *entry) Send(id lockactor.ReqID, kind lockactor.MsgKind, err error) {
 	l := newLetter(tagMsg)
 	l.msg = lockactor.Msg{Kind: kind, ID: id, Err: err}
 	l.now = kind == lockactor.MsgRelease
-	r.sys.deliver(r.e, l)
+	e.sys.deliver(e, l)
 }
 
 // deliver sends l through entry e: to its actor, woken first if it sleeps.
@@ -183,8 +179,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	}
 	e := s.actors[name]
 	if e == nil {
-		e = &entry{name: name}
-		e.ref = ref{sys: s, e: e}
+		e = &entry{sys: s, name: name}
 		e.pid = s.root.SpawnPrefix(s.props, name)
 		s.actors[name] = e
 	}
@@ -194,7 +189,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	l := newLetter(tagEnqueue)
 	l.msg.Req, l.handle, l.now, l.counted = req, h, true, true
 	s.root.Send(pid, l)
-	return lockactor.Ref{To: &e.ref, ID: req.ID}, nil
+	return lockactor.Ref{To: e, ID: req.ID}, nil
 }
 
 // received notes that a counted letter reached the actor of entry e.

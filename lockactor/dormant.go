@@ -19,21 +19,23 @@ import (
 // deadline, shutdown — needs the machine: the runtime rebuilds it with Wake
 // and steps it with that input as it would have stepped the machine that
 // slept. A Dormant has one owner, like a Machine.
+//
+// Its fields are what the machine's state comes to when quiet, and no more
+// (its kind is its request's; a renewal in flight asked for its lease):
+// the runtime keeps one per held lock.
 type Dormant struct {
-	kind       *Kind
-	req        Request
-	gen        uint64 // the owner's generation: the Op of its renewals
-	nextID     uint64 // the machine's id counter, so ids stay unique across a sleep
-	count      int64
-	token      uint64
-	lease      time.Duration
-	renewLease time.Duration
-	slack      time.Duration
-	deadline   time.Time
-	renewNext  time.Time
-	mode       uint8
-	watchdog   bool
-	renewing   bool // a renewal asked for by Fire is in flight
+	req       Request
+	gen       uint64 // the owner's generation: the Op of its renewals
+	nextID    uint64 // the machine's id counter, so ids stay unique across a sleep
+	count     int64
+	token     uint64
+	lease     time.Duration
+	slack     time.Duration
+	deadline  time.Time
+	renewNext time.Time
+	mode      uint8
+	watchdog  bool
+	renewing  bool // a renewal asked for by Fire is in flight
 }
 
 // Quiet reports whether the machine holds quietly: one request holding the
@@ -75,8 +77,8 @@ func (m *Machine) Sleep() (Dormant, bool) {
 		return Dormant{}, false
 	}
 	return Dormant{
-		kind: m.kind, req: r.Request, gen: o.gen, nextID: m.nextID, count: o.count, token: o.token,
-		lease: o.lease, renewLease: o.renewLease, slack: m.cfg.Slack,
+		req: r.Request, gen: o.gen, nextID: m.nextID, count: o.count, token: o.token,
+		lease: o.lease, slack: m.cfg.Slack,
 		deadline: o.deadline, renewNext: o.renewNext, mode: o.mode, watchdog: o.watchdog,
 	}, true
 }
@@ -116,8 +118,8 @@ func (d *Dormant) Fire(now time.Time, name string) (renew Effect, wake Msg) {
 	if d.renewing {
 		return Effect{}, Msg{}
 	}
-	d.renewing, d.renewLease = true, d.lease
-	return renewEffect(d.kind, d.gen, name, d.req.Field, d.lease), Msg{}
+	d.renewing = true
+	return renewEffect(kindOf(&d.req), d.gen, name, d.req.Field, d.lease), Msg{}
 }
 
 // RenewReply takes the reply to the renewal Fire asked for. A renewal that
@@ -134,7 +136,7 @@ func (d *Dormant) RenewReply(msg Msg) (deadline Effect, wake bool) {
 		return Effect{}, true
 	}
 	d.renewing = false
-	if v := Validity(msg.Sent, d.renewLease); v.After(d.deadline) {
+	if v := Validity(msg.Sent, d.lease); v.After(d.deadline) {
 		d.deadline = v
 		return Effect{Kind: EffDeadline, ID: d.req.ID, At: v}, false
 	}
@@ -147,11 +149,11 @@ func (d *Dormant) RenewReply(msg Msg) (deadline Effect, wake bool) {
 // the input that woke it.
 func Wake(name string, cfg Config, d *Dormant, buf []Effect) (*Machine, []Effect) {
 	m := New(name, cfg)
-	m.kind = d.kind
+	m.kind = kindOf(&d.req)
 	m.nextID = d.nextID
 	o := &owner{gen: d.gen, field: d.req.Field, mode: d.mode, count: d.count, token: d.token,
 		lease: d.lease, watchdog: d.watchdog, deadline: d.deadline, renewNext: d.renewNext,
-		renewInFlight: d.renewing, renewLease: d.renewLease, current: true}
+		renewInFlight: d.renewing, renewLease: d.lease, current: true}
 	o.op.backoff = m.cfg.Backoff
 	r := &request{Request: d.req, tryOnce: d.req.Wait == 0, state: stateHeld, granted: true, owner: o}
 	o.held, o.waiting = append(o.heldBuf[:0], r), o.waitBuf[:0]

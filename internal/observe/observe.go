@@ -133,46 +133,48 @@ func Cause(err error) string {
 }
 
 // Hold follows one Lock call from Lock to its end. It lives inside the
-// caller's Lock, so following a Lock allocates nothing. Start is called
+// caller's Lock, which has the lock's name and token: so that a Lock stays
+// small (a client may hold a hundred thousand), Hold keeps only what the
+// Lock does not, and its times only when metrics are on. Start is called
 // by Lock; Granted and Ended by the lock's actor, one at a time (Granted
 // before Ended).
 type Hold struct {
-	o       *Observer
-	name    string
-	field   string
-	started time.Time
-	granted time.Time
-	token   uint64
-	held    bool
+	o     *Observer
+	field string
+	held  bool
+	times *holdTimes // with metrics only
 }
+
+type holdTimes struct{ started, granted time.Time }
 
 // Start notes a new pending Lock of field on name, in h.
 func (o *Observer) Start(h *Hold, name, field string) {
-	*h = Hold{o: o, name: name, field: field}
+	*h = Hold{o: o, field: field}
 	if o.metrics {
-		h.started = o.clk.Now()
+		h.times = &holdTimes{started: o.clk.Now()}
 		o.waiting.Add(context.Background(), 1)
 	}
 }
 
-// Granted notes the grant with its fencing token.
-func (h *Hold) Granted(token uint64) {
+// Granted notes the grant of the Lock of name with its fencing token.
+func (h *Hold) Granted(name string, token uint64) {
 	o, ctx := h.o, context.Background()
-	h.held, h.token = true, token
+	h.held = true
 	if o.metrics {
-		h.granted = o.clk.Now()
+		h.times.granted = o.clk.Now()
 		o.waiting.Add(ctx, -1)
 		o.held.Add(ctx, 1)
 		o.acquisitions.Add(ctx, 1, outcomeGranted)
-		o.waitTime.Record(ctx, h.granted.Sub(h.started).Seconds())
+		o.waitTime.Record(ctx, h.times.granted.Sub(h.times.started).Seconds())
 	}
 	if o.log.Enabled(ctx, slog.LevelDebug) {
-		o.log.Debug("holdfast: lock granted", "name", h.name, "owner", h.field, "token", token)
+		o.log.Debug("holdfast: lock granted", "name", name, "owner", h.field, "token", token)
 	}
 }
 
-// Ended notes the end of the Lock, with the cause it ended with.
-func (h *Hold) Ended(err error) {
+// Ended notes the end of the Lock of name (granted with token, if it was),
+// with the cause it ended with.
+func (h *Hold) Ended(name string, token uint64, err error) {
 	o, ctx := h.o, context.Background()
 	cause := Cause(err)
 	if !h.held {
@@ -181,24 +183,24 @@ func (h *Hold) Ended(err error) {
 			o.acquisitions.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", cause)))
 		}
 		if cause == "redis_error" {
-			o.log.Warn("holdfast: lock refused by Redis", "name", h.name, "owner", h.field, "cause", err)
+			o.log.Warn("holdfast: lock refused by Redis", "name", name, "owner", h.field, "cause", err)
 		}
 		return
 	}
 	if o.metrics {
 		o.held.Add(ctx, -1)
-		o.holdTime.Record(ctx, o.clk.Now().Sub(h.granted).Seconds())
+		o.holdTime.Record(ctx, o.clk.Now().Sub(h.times.granted).Seconds())
 	}
 	switch cause {
 	case "released", "context", "closed":
 		if o.log.Enabled(ctx, slog.LevelDebug) {
-			o.log.Debug("holdfast: lock released", "name", h.name, "owner", h.field, "token", h.token, "cause", err)
+			o.log.Debug("holdfast: lock released", "name", name, "owner", h.field, "token", token, "cause", err)
 		}
 	default:
 		if o.metrics {
 			o.lost.Add(ctx, 1, metric.WithAttributes(attribute.String("cause", cause)))
 		}
-		o.log.Warn("holdfast: lock lost", "name", h.name, "owner", h.field, "token", h.token, "cause", err)
+		o.log.Warn("holdfast: lock lost", "name", name, "owner", h.field, "token", token, "cause", err)
 	}
 }
 

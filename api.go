@@ -381,8 +381,10 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	if ctx.Done() == nil {
 		return l // a context that never ends needs no watching
 	}
+	// The watcher captures l rather than ref (a smaller closure: a client
+	// may hold a hundred thousand Locks); l.ref is not written again.
 	stop := context.AfterFunc(ctx, func() {
-		ref.Send(lockactor.MsgCancel, fmt.Errorf("holdfast: lock context ended: %w", ctx.Err()))
+		l.ref.Send(lockactor.MsgCancel, fmt.Errorf("holdfast: lock context ended: %w", ctx.Err()))
 	})
 	l.mu.Lock()
 	if l.over {

@@ -7,14 +7,14 @@ import (
 
 	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/renewal"
-	"github.com/holdfast/holdfast/timerwheel"
 )
 
 // Sleeping locks. An actor whose machine has been quiet — one Lock holding
 // it, nothing waiting or in flight — for IdleTimeout folds the machine into
-// a lockactor.Dormant and stops: its entry keeps the record, the Lock's
-// handle and one wheel timer, a few hundred bytes instead of the few
-// kilobytes of a machine and a protoactor process. The record renews the
+// a lockactor.Dormant and stops: its entry keeps the record and the Lock's
+// handle, filed in the bucket of the wheel tick it is due in (napLocked),
+// two hundred bytes instead of the few kilobytes of a machine and a
+// protoactor process. The record renews the
 // lease itself while the renewals succeed (Dormant.Fire, RenewReply). Any
 // other event — a Release or cancellation through the Lock's Ref, a new
 // Lock on the name, a renewal that failed, the validity deadline, Close —
@@ -22,23 +22,52 @@ import (
 // machine with lockactor.Wake and receives the event as a letter, as the
 // machine that slept would have.
 //
-// Every field of a sleeper, and the entry it sleeps in, is guarded by
-// System.mu: the timer's firings, the renewals' replies and the wakers run
-// on other goroutines.
+// Every field of a sleeper, the entry it sleeps in and the buckets are
+// guarded by System.mu: the buckets' firings, the renewals' replies and the
+// wakers run on other goroutines.
 type sleeper struct {
 	e      *entry
 	rec    lockactor.Dormant
 	handle lockactor.Handle
-	t      timerwheel.Timer
-	fire   func() // s.fired, bound once
+	// nap is the tick whose bucket the record is due in (see napLocked);
+	// entries for it in other buckets are stale.
+	nap int64
+}
+
+// napBucket is the sleeping records due in one wheel tick, with the one
+// wheel timer that fires them: a timer per record would cost each held
+// lock a Timer and a closure.
+type napBucket struct {
+	sls []*sleeper
+}
+
+// napLocked files sl in the bucket of the tick its record is due in, from
+// which napFired fires it. A record moved to another tick leaves a stale
+// entry behind, which its bucket skips. s.mu is held.
+func (s *System) napLocked(sl *sleeper) {
+	tick := s.cfg.Wheel.Tick()
+	d := sl.rec.Due(s.cfg.Machine.Slack).Sub(s.napOrigin)
+	k := int64(d / tick)
+	if d%tick > 0 {
+		k++ // the bucket's time is never before the record's due time
+	}
+	if sl.nap == k {
+		return
+	}
+	sl.nap = k
+	b := s.naps[k]
+	if b == nil {
+		b = &napBucket{}
+		s.naps[k] = b
+		s.cfg.Wheel.Schedule(s.napOrigin.Add(time.Duration(k)*tick), func() { s.napFired(k) })
+	}
+	b.sls = append(b.sls, sl)
 }
 
 // wakeLocked returns the pid of e's actor, spawning the incarnation that
 // will claim e's record if e sleeps. s.mu is held.
 func (s *System) wakeLocked(e *entry) *protoactor.PID {
 	if e.pid == nil {
-		// If the timer is firing, fired finds the entry awake and stops.
-		e.sleep.t.Stop()
 		e.pid = s.root.SpawnPrefix(s.props, e.name)
 		s.asleep--
 	}
@@ -72,8 +101,7 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 		return false
 	}
 	h, _ := a.handles.get(rec.ID())
-	sl := &sleeper{e: a.e, rec: rec, handle: h}
-	sl.fire = sl.fired
+	sl := &sleeper{e: a.e, rec: rec, handle: h, nap: -1}
 	s.mu.Lock()
 	if a.e.enqueues > 0 || s.closed || !a.disarmTimers() {
 		s.mu.Unlock()
@@ -81,7 +109,7 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	}
 	a.e.pid, a.e.sleep = nil, sl
 	s.asleep++
-	s.cfg.Wheel.Arm(&sl.t, sl.rec.Due(), sl.fire)
+	s.napLocked(sl)
 	s.mu.Unlock()
 	a.done = true
 	if a.idle != nil {
@@ -108,29 +136,50 @@ func (a *lockActor) wake(sl *sleeper) {
 	effectBufs.Put(buf)
 }
 
-// fired is the record's timer: it renews, or wakes the entry when the
-// validity deadline is due.
-func (sl *sleeper) fired() {
-	e := sl.e
-	s := e.sys
+// napFired fires the records of bucket k that are still due in it: each
+// renews, or wakes its entry when its validity deadline is due.
+func (s *System) napFired(k int64) {
+	type renew struct {
+		sl  *sleeper
+		eff lockactor.Effect
+	}
+	var (
+		renews []renew
+		wakes  []*letter
+		woken  []*entry
+	)
 	s.mu.Lock()
-	if e.sleep != sl || e.pid != nil {
-		s.mu.Unlock()
-		return // woken meanwhile
+	b := s.naps[k]
+	delete(s.naps, k)
+	if b == nil {
+		b = &napBucket{}
 	}
-	renew, wake := sl.rec.Fire(s.cfg.Clock.Now(), e.name)
-	if wake.Kind != 0 {
-		s.mu.Unlock()
-		l := newLetter(tagMsg)
-		l.msg = wake
-		s.deliver(e, l)
-		return
+	now := s.cfg.Clock.Now()
+	for _, sl := range b.sls {
+		e := sl.e
+		if sl.nap != k || e.sleep != sl || e.pid != nil {
+			continue // moved to another bucket, or woken
+		}
+		sl.nap = -1
+		eff, wake := sl.rec.Fire(now, e.name, s.cfg.Machine.Slack)
+		if wake.Kind != 0 {
+			l := newLetter(tagMsg)
+			l.msg = wake
+			wakes, woken = append(wakes, l), append(woken, e)
+			continue
+		}
+		s.napLocked(sl)
+		if eff.Kind == lockactor.EffRenew {
+			renews = append(renews, renew{sl, eff})
+		}
 	}
-	s.cfg.Wheel.Arm(&sl.t, sl.rec.Due(), sl.fire)
 	s.mu.Unlock()
-	if renew.Kind == lockactor.EffRenew {
-		op := renew.Op
-		s.cfg.Renewer.Add(renewal.Item{Script: renew.Script, Key: renew.Key, Field: renew.Field, Lease: renew.Lease,
+	for i, l := range wakes {
+		s.deliver(woken[i], l)
+	}
+	for _, r := range renews {
+		sl, op := r.sl, r.eff.Op
+		s.cfg.Renewer.Add(renewal.Item{Script: r.eff.Script, Key: r.eff.Key, Field: r.eff.Field, Lease: r.eff.Lease,
 			Done: func(sent time.Time, renewed bool, err error) {
 				sl.renewed(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: s.renewFault(err)})
 			}})
@@ -150,10 +199,7 @@ func (sl *sleeper) renewed(msg lockactor.Msg) {
 			if dl.Kind == lockactor.EffDeadline {
 				sl.handle.SetDeadline(dl.At)
 			}
-			// A timer that fails to stop is firing: fired re-arms it.
-			if sl.t.Stop() {
-				s.cfg.Wheel.Arm(&sl.t, sl.rec.Due(), sl.fire)
-			}
+			s.napLocked(sl)
 			s.mu.Unlock()
 			return
 		}

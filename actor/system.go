@@ -87,8 +87,12 @@ type System struct {
 	mu     sync.Mutex // guards the fields below, and every entry
 	actors map[string]*entry
 	asleep int // entries asleep
-	closed bool
-	empty  chan struct{} // closed when actors becomes empty after Close began
+	// naps are the buckets of sleeping records by the wheel tick they
+	// are due in, ticks counted from napOrigin (sleep.go).
+	naps      map[int64]*napBucket
+	napOrigin time.Time
+	closed    bool
+	empty     chan struct{} // closed when actors becomes empty after Close began
 }
 
 // entry is a lock name in the registry: a live actor, or a record asleep
@@ -126,6 +130,8 @@ func New(cfg Config) *System {
 		cancelCalls: cancel,
 		workers:     newPool(300),
 		actors:      make(map[string]*entry),
+		naps:        make(map[int64]*napBucket),
+		napOrigin:   cfg.Clock.Now(),
 	}
 	// Every incarnation starts blank and reads its lock name from its PID
 	// (lockActorName).

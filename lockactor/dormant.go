@@ -27,12 +27,11 @@ type Dormant struct {
 	req       Request
 	gen       uint64 // the owner's generation: the Op of its renewals
 	nextID    uint64 // the machine's id counter, so ids stay unique across a sleep
-	count     int64
 	token     uint64
 	lease     time.Duration
-	slack     time.Duration
 	deadline  time.Time
 	renewNext time.Time
+	count     int32 // the owner's reentry count in Redis (one, unless a reentry that gave up left more)
 	mode      uint8
 	watchdog  bool
 	renewing  bool // a renewal asked for by Fire is in flight
@@ -76,9 +75,12 @@ func (m *Machine) Sleep() (Dormant, bool) {
 	if r == nil || o.renewInFlight {
 		return Dormant{}, false
 	}
+	if o.count != int64(int32(o.count)) {
+		return Dormant{}, false
+	}
 	return Dormant{
-		req: r.Request, gen: o.gen, nextID: m.nextID, count: o.count, token: o.token,
-		lease: o.lease, slack: m.cfg.Slack,
+		req: r.Request, gen: o.gen, nextID: m.nextID, count: int32(o.count), token: o.token,
+		lease:    o.lease,
 		deadline: o.deadline, renewNext: o.renewNext, mode: o.mode, watchdog: o.watchdog,
 	}, true
 }
@@ -93,22 +95,23 @@ func (d *Dormant) Field() string { return d.req.Field }
 func (d *Dormant) Deadline() time.Time { return d.deadline }
 
 // Due is when the runtime must call Fire: the next renewal, or the moment
-// the machine's deadline timer would fire.
-func (d *Dormant) Due() time.Time {
-	end := d.deadline.Add(-d.slack)
+// the machine's deadline timer would fire. slack is the machine's
+// Config.Slack.
+func (d *Dormant) Due(slack time.Duration) time.Time {
+	end := d.deadline.Add(-slack)
 	if d.watchdog && !d.renewing && d.renewNext.Before(end) {
 		return d.renewNext
 	}
 	return end
 }
 
-// Fire is the record's timer, called at Due or later. It returns the
+// Fire is the record's timer, called at Due or later, with the same slack. It returns the
 // renewal to carry out (an EffRenew, answered by RenewReply), or, when the
 // deadline timer is due, the message (wake.Kind != 0) to step the machine
 // rebuilt by Wake with: the hold is lost unless a renewal made it in time,
 // and that takes the machine.
-func (d *Dormant) Fire(now time.Time, name string) (renew Effect, wake Msg) {
-	if !now.Before(d.deadline.Add(-d.slack)) {
+func (d *Dormant) Fire(now time.Time, name string, slack time.Duration) (renew Effect, wake Msg) {
+	if !now.Before(d.deadline.Add(-slack)) {
 		return Effect{}, Msg{Kind: MsgTimer, Timer: TimerKey{TimerDeadline, d.gen}}
 	}
 	if !d.watchdog || now.Before(d.renewNext) {
@@ -151,7 +154,7 @@ func Wake(name string, cfg Config, d *Dormant, buf []Effect) (*Machine, []Effect
 	m := New(name, cfg)
 	m.kind = kindOf(&d.req)
 	m.nextID = d.nextID
-	o := &owner{gen: d.gen, field: d.req.Field, mode: d.mode, count: d.count, token: d.token,
+	o := &owner{gen: d.gen, field: d.req.Field, mode: d.mode, count: int64(d.count), token: d.token,
 		lease: d.lease, watchdog: d.watchdog, deadline: d.deadline, renewNext: d.renewNext,
 		renewInFlight: d.renewing, renewLease: d.lease, current: true}
 	o.op.backoff = m.cfg.Backoff

@@ -57,29 +57,29 @@ func TestDormantRenewsOnTheGrid(t *testing.T) {
 	d := holdOne(t)
 	gen := d.m.owners[0].gen
 	rec, _ := d.m.Sleep()
-	if want := t0.Add(lease / 3); !rec.Due().Equal(want) {
-		t.Fatalf("due %v, want the first renewal %v", rec.Due(), want)
+	if want := t0.Add(lease / 3); !rec.Due(10 * time.Millisecond).Equal(want) {
+		t.Fatalf("due %v, want the first renewal %v", rec.Due(10*time.Millisecond), want)
 	}
-	if r, w := rec.Fire(t0.Add(time.Second), "n"); r.Kind != 0 || w.Kind != 0 {
+	if r, w := rec.Fire(t0.Add(time.Second), "n", 10*time.Millisecond); r.Kind != 0 || w.Kind != 0 {
 		t.Fatalf("early firing did %v / %v", r.Kind, w.Kind)
 	}
 	now := t0.Add(lease/3 + 3*time.Millisecond)
-	r, w := rec.Fire(now, "n")
+	r, w := rec.Fire(now, "n", 10*time.Millisecond)
 	if r.Kind != EffRenew || w.Kind != 0 || r.Op != gen || r.Field != "c:a" || r.Lease != lease || r.Key != "holdfast:{n}" {
 		t.Fatalf("renewal %+v, wake %v", r, w.Kind)
 	}
-	if want := rec.Deadline().Add(-10 * time.Millisecond); !rec.Due().Equal(want) {
-		t.Fatalf("due %v while renewing, want the deadline timer's %v", rec.Due(), want)
+	if want := rec.Deadline().Add(-10 * time.Millisecond); !rec.Due(10 * time.Millisecond).Equal(want) {
+		t.Fatalf("due %v while renewing, want the deadline timer's %v", rec.Due(10*time.Millisecond), want)
 	}
-	if r, _ := rec.Fire(now.Add(time.Millisecond), "n"); r.Kind != 0 {
+	if r, _ := rec.Fire(now.Add(time.Millisecond), "n", 10*time.Millisecond); r.Kind != 0 {
 		t.Fatal("a second renewal while one is in flight")
 	}
 	dl, wake := rec.RenewReply(Msg{Kind: MsgRenewReply, Op: gen, Sent: now, Renewed: true})
 	if wake || dl.Kind != EffDeadline || dl.ID != 1 || !dl.At.Equal(Validity(now, lease)) {
 		t.Fatalf("reply gave %+v wake %v, want the deadline %v", dl, wake, Validity(now, lease))
 	}
-	if want := t0.Add(2 * lease / 3); !rec.Due().Equal(want) {
-		t.Fatalf("next renewal %v, want %v (on the grid, no drift)", rec.Due(), want)
+	if want := t0.Add(2 * lease / 3); !rec.Due(10 * time.Millisecond).Equal(want) {
+		t.Fatalf("next renewal %v, want %v (on the grid, no drift)", rec.Due(10*time.Millisecond), want)
 	}
 	// A stale reply (another generation) changes nothing.
 	if dl, wake := rec.RenewReply(Msg{Kind: MsgRenewReply, Op: gen + 1, Sent: now, Renewed: false}); dl.Kind != 0 || wake {
@@ -95,11 +95,11 @@ func TestDormantFixedLeaseWakesAtItsDeadline(t *testing.T) {
 	if !ok {
 		t.Fatal("did not sleep")
 	}
-	due := rec.Due()
+	due := rec.Due(10 * time.Millisecond)
 	if want := t0.Add(time.Second - Drift(time.Second) - 10*time.Millisecond); !due.Equal(want) {
 		t.Fatalf("due %v, want the deadline timer's %v", due, want)
 	}
-	r, w := rec.Fire(due, "n")
+	r, w := rec.Fire(due, "n", 10*time.Millisecond)
 	if r.Kind != 0 || w.Kind != MsgTimer || w.Timer.Kind != TimerDeadline {
 		t.Fatalf("firing at the deadline gave %+v / %+v", r, w)
 	}
@@ -164,7 +164,7 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 			now := t0.Add(lease/3 + time.Millisecond)
 			awake.now = now
 			awake.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}})
-			if r, _ := rec.Fire(now, "n"); r.Kind != EffRenew {
+			if r, _ := rec.Fire(now, "n", 10*time.Millisecond); r.Kind != EffRenew {
 				t.Fatal("the record did not renew")
 			}
 			sent := now

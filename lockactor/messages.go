@@ -16,9 +16,6 @@ type Request struct {
 	ID    ReqID
 	Field string        // hash field of the owner: CLIENTID:INSTANCE:OWNER
 	Lease time.Duration // lease written to Redis
-	// Watchdog asks for renewal every Lease/3 while held. Without it the hold
-	// ends at its validity deadline (a fixed lease).
-	Watchdog bool
 	// Wait is the wait budget: < 0 waits until the lock is granted or the
 	// request is cancelled, 0 tries once, > 0 gives up after that long.
 	Wait time.Duration
@@ -26,6 +23,9 @@ type Request struct {
 	// one kind at a time: a request of another kind while it is busy ends
 	// with ErrWrongKind at once, as Redis would refuse it.
 	Kind *Kind
+	// Watchdog asks for renewal every Lease/3 while held. Without it the hold
+	// ends at its validity deadline (a fixed lease).
+	Watchdog bool
 	// Mode is kind-defined (the read-write lock's read or write); 0 for
 	// kinds with one mode.
 	Mode uint8

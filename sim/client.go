@@ -296,11 +296,11 @@ func (c *Client) armDormant(m *machine) {
 	c.w.seq++
 	gen := c.w.seq
 	m.dormantGen = gen
-	c.w.at(c.worldTime(m.dormant.Due()), c, func() {
+	c.w.at(c.worldTime(m.dormant.Due(c.machineCfg.Slack)), c, func() {
 		if c.machines[m.name] != m || m.dormant == nil || m.dormantGen != gen {
 			return
 		}
-		renew, wake := m.dormant.Fire(c.now(), m.name)
+		renew, wake := m.dormant.Fire(c.now(), m.name, c.machineCfg.Slack)
 		if wake.Kind != 0 {
 			c.deliverTo(m, wake)
 			return

@@ -414,7 +414,10 @@ func (c *Client) check(ctx context.Context, name string, o lockOptions) error {
 }
 
 // Actors reports how many lock actors the Client runs now: one per lock name
-// with a pending or held Lock, or with Redis work in flight. Idle actors stop.
+// with a pending or held Lock, or with Redis work in flight. Idle actors stop,
+// and a lock held quietly (one Lock, nothing waiting) for a second sleeps as a
+// small record that renews its lease and wakes an actor when needed: it is
+// not counted.
 func (c *Client) Actors() int {
 	if !c.usable() {
 		return 0

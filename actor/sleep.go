@@ -45,12 +45,10 @@ type napBucket struct {
 // which napFired fires it. A record moved to another tick leaves a stale
 // entry behind, which its bucket skips. s.mu is held.
 func (s *System) napLocked(sl *sleeper) {
-	tick := s.cfg.Wheel.Tick()
-	d := sl.rec.Due(s.cfg.Machine.Slack).Sub(s.napOrigin)
-	k := int64(d / tick)
-	if d%tick > 0 {
-		k++ // the bucket's time is never before the record's due time
-	}
+	due := sl.rec.Due(s.cfg.Machine.Slack)
+	// A bucket's records fire on the tick a wheel timer of their own
+	// would: its timer is set for the due time of its first record.
+	k := s.cfg.Wheel.TickOf(due)
 	if sl.nap == k {
 		return
 	}
@@ -59,7 +57,7 @@ func (s *System) napLocked(sl *sleeper) {
 	if b == nil {
 		b = &napBucket{}
 		s.naps[k] = b
-		s.cfg.Wheel.Schedule(s.napOrigin.Add(time.Duration(k)*tick), func() { s.napFired(k) })
+		s.cfg.Wheel.Schedule(due, func() { s.napFired(k) })
 	}
 	b.sls = append(b.sls, sl)
 }

@@ -88,11 +88,10 @@ type System struct {
 	actors map[string]*entry
 	asleep int // entries asleep
 	// naps are the buckets of sleeping records by the wheel tick they
-	// are due in, ticks counted from napOrigin (sleep.go).
-	naps      map[int64]*napBucket
-	napOrigin time.Time
-	closed    bool
-	empty     chan struct{} // closed when actors becomes empty after Close began
+	// are due in (sleep.go).
+	naps   map[int64]*napBucket
+	closed bool
+	empty  chan struct{} // closed when actors becomes empty after Close began
 }
 
 // entry is a lock name in the registry: a live actor, or a record asleep
@@ -131,7 +130,6 @@ func New(cfg Config) *System {
 		workers:     newPool(300),
 		actors:      make(map[string]*entry),
 		naps:        make(map[int64]*napBucket),
-		napOrigin:   cfg.Clock.Now(),
 	}
 	// Every incarnation starts blank and reads its lock name from its PID
 	// (lockActorName).

@@ -98,6 +98,12 @@ func (w *Wheel) tickOf(t time.Time) int64 {
 	return k
 }
 
+// TickOf returns the tick a timer set for at fires on, counted from the
+// wheel's origin (a time already past fires on the next Advance instead):
+// times with the same tick fire together, so a caller may gather them
+// under one timer.
+func (w *Wheel) TickOf(at time.Time) int64 { return w.tickOf(at) }
+
 // Schedule arranges for fn to run once, at the first tick whose time is at
 // or after at — never before at. A time already past fires on the next
 // Advance.

@@ -323,3 +323,25 @@ func TestArmReusesATimer(t *testing.T) {
 		t.Fatalf("Arm allocates %v times", n)
 	}
 }
+
+// TestTickOfIsTheFiringTick: a timer set for at fires when the wheel
+// reaches TickOf(at), not a tick before.
+func TestTickOfIsTheFiringTick(t *testing.T) {
+	for _, d := range []time.Duration{0, 1, 5 * time.Millisecond, 10 * time.Millisecond, 11 * time.Millisecond, 95 * time.Millisecond} {
+		w, _, t0 := newWheel(8)
+		at := t0.Add(d)
+		k := w.TickOf(at)
+		var fired atomic.Bool
+		w.Schedule(at, func() { fired.Store(true) })
+		if k > 0 {
+			w.Advance(t0.Add(time.Duration(k)*tick - 1))
+			if fired.Load() {
+				t.Fatalf("timer for +%v fired before tick %d", d, k)
+			}
+		}
+		w.Advance(t0.Add(time.Duration(k) * tick))
+		if !fired.Load() {
+			t.Fatalf("timer for +%v did not fire at tick %d", d, k)
+		}
+	}
+}

@@ -160,3 +160,46 @@ func TestCloseReleasesSleepingLocks(t *testing.T) {
 	}
 	noLockKeys(t, srv)
 }
+
+func TestSleepingLockWakesOnAFailedRenewalAndSleepsAgain(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 1500 * time.Millisecond // renewed every 500ms
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease, CallTimeout: 200 * time.Millisecond})
+	l := c.Lock(context.Background(), "sleeper")
+	mustAcquire(t, l)
+	waitAsleep(t, c, 1)
+	// Writes refused for 600ms: the record's renewal due in that time
+	// fails, which takes the machine; it tries again until one succeeds.
+	srv.Do(t, "CLIENT", "PAUSE", "600", "WRITE")
+	time.Sleep(700 * time.Millisecond)
+	notLost(t, l)
+	waitAsleep(t, c, 1)
+	notLost(t, l)
+	if left := pttl(t, srv, "sleeper"); left <= lease/2 {
+		t.Fatalf("PTTL %v after the pause: the renewals did not resume", left)
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	noLockKeys(t, srv)
+}
+
+func TestSleepingLockIsLostWhenRedisIsGone(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 900 * time.Millisecond
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease, CallTimeout: 300 * time.Millisecond})
+	l := c.Lock(context.Background(), "sleeper")
+	mustAcquire(t, l)
+	waitAsleep(t, c, 1)
+	srv.Kill()
+	killed := time.Now()
+	mustLose(t, l, holdfast.ErrLeaseExpired)
+	// Told by the validity deadline (a lease after the last renewal at
+	// most), before Redis could have given the key to anyone.
+	if took := time.Since(killed); took > lease+200*time.Millisecond {
+		t.Fatalf("Lost %v after Redis went away, more than a lease", took)
+	}
+	if dl := l.Deadline(); time.Now().Before(dl.Add(-50 * time.Millisecond)) {
+		t.Fatalf("Lost %v before its deadline", time.Until(dl))
+	}
+}

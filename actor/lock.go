@@ -41,7 +41,9 @@ type lockActor struct {
 	// quiet: the machine is idle, or holds quietly (Machine.Quiet) and may
 	// sleep once it has been so for IdleTimeout (see sleep.go).
 	quiet bool
-	calls int // script calls in flight, whose replies come here
+	// calls and renewals count the script calls and renewals in flight,
+	// whose replies come here: the actor stops only when both are zero.
+	calls, renewals int
 }
 
 // effectBufs holds the buffers the machines' effects are collected in,
@@ -97,8 +99,11 @@ func (a *lockActor) receive(ctx protoactor.Context, l *letter) {
 		a.handles.set(l.msg.Req.ID, l.handle)
 		a.step(ctx, lockactor.Msg{Kind: lockactor.MsgEnqueue, Req: l.msg.Req})
 	case tagMsg:
-		if l.msg.Kind == lockactor.MsgReply {
+		switch {
+		case l.msg.Kind == lockactor.MsgReply && a.calls > 0:
 			a.calls--
+		case l.msg.Kind == lockactor.MsgRenewReply && a.renewals > 0:
+			a.renewals--
 		}
 		if l.msg.Kind == lockactor.MsgShutdown && a.m.Idle() {
 			a.passivate(ctx)
@@ -194,8 +199,13 @@ func (a *lockActor) lingerUntil(t time.Time) {
 	})
 }
 
-// passivate stops the actor if no request is on its way to it.
+// passivate stops the actor if no request is on its way to it and no
+// call or renewal of its is in flight (the turn of its reply passivates it
+// then): no letter is ever sent to an actor that has stopped.
 func (a *lockActor) passivate(ctx protoactor.Context) {
+	if a.calls > 0 || a.renewals > 0 {
+		return
+	}
 	if a.sys.passivate(a.name) {
 		a.done = true
 		if a.idle != nil {
@@ -242,6 +252,7 @@ func (a *lockActor) apply(e lockactor.Effect) {
 		a.calls++
 		s.callScript(a, e.Op, e.Call)
 	case lockactor.EffRenew:
+		a.renewals++
 		op := e.Op
 		s.cfg.Renewer.Add(renewal.Item{Script: e.Script, Key: e.Key, Field: e.Field, Lease: e.Lease,
 			Done: func(sent time.Time, renewed bool, err error) {

@@ -91,7 +91,7 @@ func (s *System) claim(name string, self *protoactor.PID) (*entry, *sleeper) {
 // whether the actor stopped.
 func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	s := a.sys
-	if a.e == nil || a.calls > 0 || a.unsub != nil || a.done {
+	if a.e == nil || a.calls > 0 || a.renewals > 0 || a.unsub != nil || a.done {
 		return false
 	}
 	rec, ok := a.m.Sleep()
@@ -124,6 +124,9 @@ func (a *lockActor) wake(sl *sleeper) {
 	buf := effectBufs.Get().(*[]lockactor.Effect)
 	m, effs := lockactor.Wake(a.name, a.sys.cfg.Machine, &sl.rec, (*buf)[:0])
 	a.m = m
+	if sl.rec.Renewing() {
+		a.renewals++ // the record's renewal answers here now
+	}
 	a.handles.set(sl.rec.ID(), sl.handle)
 	a.fields.set(sl.rec.Field(), struct{}{})
 	for _, e := range effs {

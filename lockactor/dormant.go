@@ -91,6 +91,10 @@ func (d *Dormant) ID() ReqID { return d.req.ID }
 // Field is the owner field the request holds the lock through.
 func (d *Dormant) Field() string { return d.req.Field }
 
+// Renewing reports whether a renewal Fire asked for is in flight: its
+// reply, RenewReply's or the woken machine's, is still to come.
+func (d *Dormant) Renewing() bool { return d.renewing }
+
 // Deadline is the hold's validity deadline.
 func (d *Dormant) Deadline() time.Time { return d.deadline }
 

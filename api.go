@@ -258,6 +258,7 @@ func New(cfg Config) (*Client, error) {
 		Machine:     cfg.machine(),
 		CallTimeout: cfg.CallTimeout,
 		CallMany:    callMany,
+		IdleTimeout: idleTimeout,
 	})
 	wheel.Start()
 	return &Client{cfg: cfg, instance: newInstance(), eng: sys, obs: obs, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
@@ -618,6 +619,11 @@ func (l *Lock) end(err error) {
 	}
 	close(l.lost)
 }
+
+// idleTimeout is the actors' linger (actor.Config.IdleTimeout); zero is its
+// default. Tests shorten it (export_test.go) to make actors sleep and wake
+// often; nothing else sets it.
+var idleTimeout time.Duration
 
 // handle is the actor's side of a Lock: it implements lockactor.Handle.
 type handle struct{ l *Lock }

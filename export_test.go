@@ -1,6 +1,8 @@
 package holdfast
 
 import (
+	"time"
+
 	"github.com/holdfast/holdfast/actor"
 	"github.com/holdfast/holdfast/scripts"
 )
@@ -14,3 +16,11 @@ func Field(c *Client, owner string) string { return scripts.Field(c.cfg.ClientID
 // Sleeping reports how many of c's held locks sleep as records (see
 // actor.System.Sleeping).
 func Sleeping(c *Client) int { return c.eng.(*actor.System).Sleeping() }
+
+// SetIdleTimeout sets the actors' linger of the Clients made until the
+// returned func restores it. Tests using it must not run in parallel.
+func SetIdleTimeout(d time.Duration) (restore func()) {
+	old := idleTimeout
+	idleTimeout = d
+	return func() { idleTimeout = old }
+}

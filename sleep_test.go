@@ -3,6 +3,10 @@ package holdfast_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -201,5 +205,103 @@ func TestSleepingLockIsLostWhenRedisIsGone(t *testing.T) {
 	}
 	if dl := l.Deadline(); time.Now().Before(dl.Add(-50 * time.Millisecond)) {
 		t.Fatalf("Lost %v before its deadline", time.Until(dl))
+	}
+}
+
+// TestSleepAndWakeUnderContention runs many goroutines of two Clients on a
+// few names with a 5 ms linger, so that holds fall asleep and wake all the
+// time while others wait, reenter, release and cancel: mutual exclusion and
+// increasing tokens hold, every Lock ends, nothing is left in Redis.
+func TestSleepAndWakeUnderContention(t *testing.T) {
+	defer holdfast.SetIdleTimeout(5 * time.Millisecond)()
+	srv := redistest.Start(t)
+	const lease = 300 * time.Millisecond // renewed every 100ms
+	clients := []*holdfast.Client{
+		newClient(t, srv, holdfast.Config{WatchdogTimeout: lease}),
+		newClient(t, srv, holdfast.Config{WatchdogTimeout: lease}),
+	}
+	names := []string{"s0", "s1", "s2"}
+	var mu sync.Mutex
+	// name -> the Lock holding it now and its context, whose end releases it
+	type hold struct {
+		l   *holdfast.Lock
+		ctx context.Context
+	}
+	holder := map[string]hold{}
+	lastToken := map[string]uint64{} // name -> last token granted
+	var sleeps atomic.Int64
+	stop := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	for g := 0; g < 12; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(int64(g)))
+			c := clients[g%len(clients)]
+			me := fmt.Sprintf("g%d", g)
+			for time.Now().Before(stop) {
+				name := names[rng.Intn(len(names))]
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(50+rng.Intn(400))*time.Millisecond)
+				l := c.Lock(ctx, name)
+				select {
+				case <-l.Acquired:
+				case <-l.Lost:
+					cancel()
+					continue
+				}
+				mu.Lock()
+				if h := holder[name]; h.l != nil {
+					select {
+					case <-h.l.Lost: // lost (told before anyone else got it)
+					case <-h.ctx.Done(): // its context's end released it
+					default:
+						t.Errorf("%s granted %s while another Lock holds it", me, name)
+					}
+				}
+				if tok := l.Token(); tok <= lastToken[name] {
+					t.Errorf("%s: token %d after %d", name, tok, lastToken[name])
+				} else {
+					lastToken[name] = tok
+				}
+				holder[name] = hold{l, ctx}
+				mu.Unlock()
+				// Hold a while: often past the linger, so the hold sleeps.
+				time.Sleep(time.Duration(rng.Intn(40)) * time.Millisecond)
+				if n := holdfast.Sleeping(c); n > 0 {
+					sleeps.Add(1)
+				}
+				mu.Lock()
+				holder[name] = hold{}
+				mu.Unlock()
+				if rng.Intn(4) == 0 {
+					cancel() // the context's end releases it
+					<-l.Lost
+				} else if err := l.Release(context.Background()); err != nil && !errors.Is(err, holdfast.ErrNotHeld) {
+					t.Errorf("Release: %v", err)
+				}
+				cancel()
+				select {
+				case <-l.Lost:
+				case <-time.After(waitFor):
+					t.Errorf("%s: Lost not closed after the release", name)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if sleeps.Load() == 0 {
+		t.Fatal("no hold was seen asleep: the test did not test sleeping")
+	}
+	t.Logf("holds seen with a lock asleep: %d", sleeps.Load())
+	noLockKeys(t, srv)
+	deadline := time.Now().Add(waitFor)
+	for _, c := range clients {
+		for (c.Actors() > 0 || holdfast.Sleeping(c) > 0) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if c.Actors() > 0 || holdfast.Sleeping(c) > 0 {
+			t.Fatalf("%d actors and %d sleeping locks left after every Lock ended", c.Actors(), holdfast.Sleeping(c))
+		}
 	}
 }

@@ -241,7 +241,8 @@ func TestSleepAndWakeUnderContention(t *testing.T) {
 			me := fmt.Sprintf("g%d", g)
 			for time.Now().Before(stop) {
 				name := names[rng.Intn(len(names))]
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration(50+rng.Intn(400))*time.Millisecond)
+				octx := holdfast.WithOwner(context.Background(), me)
+				ctx, cancel := context.WithTimeout(octx, time.Duration(50+rng.Intn(400))*time.Millisecond)
 				l := c.Lock(ctx, name)
 				select {
 				case <-l.Acquired:
@@ -269,6 +270,34 @@ func TestSleepAndWakeUnderContention(t *testing.T) {
 				time.Sleep(time.Duration(rng.Intn(40)) * time.Millisecond)
 				if n := holdfast.Sleeping(c); n > 0 {
 					sleeps.Add(1)
+				}
+				if rng.Intn(3) == 0 {
+					// Reenter (the same owner), waking the hold if it sleeps.
+					again := c.Lock(octx, name)
+					select {
+					case <-again.Acquired:
+						// A reentry shares the hold's token; a fresh grant
+						// (another token) comes only after the hold ended
+						// (its context), and the hold is told first.
+						if again.Token() != l.Token() {
+							select {
+							case <-l.Lost:
+							default:
+								t.Errorf("reentry token %d while the hold (token %d) lives", again.Token(), l.Token())
+							}
+						}
+						if err := again.Release(context.Background()); err != nil {
+							t.Errorf("reentry Release: %v", err)
+						}
+					case <-again.Lost:
+						// The hold ended meanwhile (its context), and the
+						// reentry gave up or found the lock taken: fine.
+					case <-time.After(waitFor):
+						t.Errorf("%s: reentry neither granted nor ended", name)
+						cancel()
+						return
+					}
+					again.Release(context.Background())
 				}
 				mu.Lock()
 				holder[name] = hold{}

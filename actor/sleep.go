@@ -34,16 +34,11 @@ type sleeper struct {
 	nap int64
 }
 
-// napBucket is the sleeping records due in one wheel tick, with the one
-// wheel timer that fires them: a timer per record would cost each held
-// lock a Timer and a closure.
-type napBucket struct {
-	sls []*sleeper
-}
-
-// napLocked files sl in the bucket of the tick its record is due in, from
-// which napFired fires it. A record moved to another tick leaves a stale
-// entry behind, which its bucket skips. s.mu is held.
+// napLocked files sl in the bucket of the tick its record is due in (the
+// sleeping records due in one wheel tick, fired by one wheel timer: a timer
+// per record would cost each held lock a Timer and a closure), from which
+// napFired fires it. A record moved to another tick leaves a stale entry
+// behind, which its bucket skips. s.mu is held.
 func (s *System) napLocked(sl *sleeper) {
 	due := sl.rec.Due(s.cfg.Machine.Slack)
 	// A bucket's records fire on the tick a wheel timer of their own
@@ -53,13 +48,11 @@ func (s *System) napLocked(sl *sleeper) {
 		return
 	}
 	sl.nap = k
-	b := s.naps[k]
-	if b == nil {
-		b = &napBucket{}
-		s.naps[k] = b
+	b, ok := s.naps[k]
+	if !ok {
 		s.cfg.Wheel.Schedule(due, func() { s.napFired(k) })
 	}
-	b.sls = append(b.sls, sl)
+	s.naps[k] = append(b, sl)
 }
 
 // wakeLocked returns the pid of e's actor, spawning the incarnation that
@@ -152,11 +145,8 @@ func (s *System) napFired(k int64) {
 	s.mu.Lock()
 	b := s.naps[k]
 	delete(s.naps, k)
-	if b == nil {
-		b = &napBucket{}
-	}
 	now := s.cfg.Clock.Now()
-	for _, sl := range b.sls {
+	for _, sl := range b {
 		e := sl.e
 		if sl.nap != k || e.sleep != sl || e.pid != nil {
 			continue // moved to another bucket, or woken

@@ -89,7 +89,7 @@ type System struct {
 	asleep int // entries asleep
 	// naps are the buckets of sleeping records by the wheel tick they
 	// are due in (sleep.go).
-	naps   map[int64]*napBucket
+	naps   map[int64][]*sleeper
 	closed bool
 	empty  chan struct{} // closed when actors becomes empty after Close began
 }
@@ -129,7 +129,7 @@ func New(cfg Config) *System {
 		cancelCalls: cancel,
 		workers:     newPool(300),
 		actors:      make(map[string]*entry),
-		naps:        make(map[int64]*napBucket),
+		naps:        make(map[int64][]*sleeper),
 	}
 	// Every incarnation starts blank and reads its lock name from its PID
 	// (lockActorName).

@@ -137,10 +137,13 @@ func (s *System) napFired(k int64) {
 		sl  *sleeper
 		eff lockactor.Effect
 	}
+	type wake struct {
+		e *entry
+		l *letter
+	}
 	var (
 		renews []renew
-		wakes  []*letter
-		woken  []*entry
+		wakes  []wake
 	)
 	s.mu.Lock()
 	b := s.naps[k]
@@ -152,11 +155,11 @@ func (s *System) napFired(k int64) {
 			continue // moved to another bucket, or woken
 		}
 		sl.nap = -1
-		eff, wake := sl.rec.Fire(now, e.name, s.cfg.Machine.Slack)
-		if wake.Kind != 0 {
+		eff, msg := sl.rec.Fire(now, e.name, s.cfg.Machine.Slack)
+		if msg.Kind != 0 {
 			l := newLetter(tagMsg)
-			l.msg = wake
-			wakes, woken = append(wakes, l), append(woken, e)
+			l.msg = msg
+			wakes = append(wakes, wake{e, l})
 			continue
 		}
 		s.napLocked(sl)
@@ -165,8 +168,8 @@ func (s *System) napFired(k int64) {
 		}
 	}
 	s.mu.Unlock()
-	for i, l := range wakes {
-		s.deliver(woken[i], l)
+	for _, w := range wakes {
+		s.deliver(w.e, w.l)
 	}
 	for _, r := range renews {
 		sl, op := r.sl, r.eff.Op

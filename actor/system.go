@@ -108,7 +108,9 @@ type entry struct {
 	// releases, cancellations, a sleeping record's news) and not yet
 	// received: an actor passivates or sleeps only when it is zero, so no
 	// letter is ever sent to an actor that has stopped.
-	enqueues int
+	enqueues int32
+	// gone: the entry left the registry (its actor passivated or stopped).
+	gone bool
 	// sleep is the record of a sleeping entry; set from the moment the
 	// actor sleeps until its next incarnation claims it (claim).
 	sleep *sleeper
@@ -166,7 +168,7 @@ func (e *entry) Send(id lockactor.ReqID, kind lockactor.MsgKind, err error) {
 func (s *System) deliver(e *entry, l *letter) {
 	s.mu.Lock()
 	pid := s.wakeLocked(e)
-	if s.actors[e.name] == e {
+	if !e.gone {
 		e.enqueues++
 		l.counted = true
 	}
@@ -208,9 +210,11 @@ func (s *System) received(e *entry) {
 func (s *System) passivate(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e := s.actors[name]; e == nil || e.enqueues > 0 {
+	e := s.actors[name]
+	if e == nil || e.enqueues > 0 {
 		return false
 	}
+	e.gone = true
 	delete(s.actors, name)
 	if s.closed && len(s.actors) == 0 {
 		close(s.empty)
@@ -223,9 +227,11 @@ func (s *System) passivate(name string) bool {
 func (s *System) forget(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if _, ok := s.actors[name]; !ok {
+	e, ok := s.actors[name]
+	if !ok {
 		return
 	}
+	e.gone = true
 	delete(s.actors, name)
 	if s.closed && len(s.actors) == 0 {
 		close(s.empty)

@@ -133,16 +133,15 @@ func (a *lockActor) wake(sl *sleeper) {
 // napFired fires the records of bucket k that are still due in it: each
 // renews, or wakes its entry when its validity deadline is due.
 func (s *System) napFired(k int64) {
-	type renew struct {
-		sl  *sleeper
-		eff lockactor.Effect
-	}
 	type wake struct {
 		e *entry
 		l *letter
 	}
 	var (
-		renews []renew
+		// renews are built here, under s.mu, as the Items the Renewer
+		// takes (a fifth of an Effect's size): a bucket may hold thousands
+		// of records, and the slice lives until they are handed over.
+		renews []renewal.Item
 		wakes  []wake
 	)
 	s.mu.Lock()
@@ -164,20 +163,21 @@ func (s *System) napFired(k int64) {
 		}
 		s.napLocked(sl)
 		if eff.Kind == lockactor.EffRenew {
-			renews = append(renews, renew{sl, eff})
+			renews = append(renews, renewal.Item{Script: eff.Script, Key: eff.Key, Field: eff.Field, Lease: eff.Lease, Done: sl.renewDone})
 		}
 	}
 	s.mu.Unlock()
 	for _, w := range wakes {
 		s.deliver(w.e, w.l)
 	}
-	for _, r := range renews {
-		sl, op := r.sl, r.eff.Op
-		s.cfg.Renewer.Add(renewal.Item{Script: r.eff.Script, Key: r.eff.Key, Field: r.eff.Field, Lease: r.eff.Lease,
-			Done: func(sent time.Time, renewed bool, err error) {
-				sl.renewed(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: s.renewFault(err)})
-			}})
-	}
+	s.cfg.Renewer.AddAll(renews)
+}
+
+// renewDone is the Done of a renewal the record sent (Fire); the record's
+// generation is the renewal's Op.
+func (sl *sleeper) renewDone(sent time.Time, renewed bool, err error) {
+	s := sl.e.sys
+	sl.renewed(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: sl.rec.Gen(), Sent: sent, Renewed: renewed, Err: err, Fault: s.renewFault(err)})
 }
 
 // renewed takes the reply to a renewal the record sent: the record keeps a

@@ -24,17 +24,28 @@ import (
 // (its kind is its request's; a renewal in flight asked for its lease):
 // the runtime keeps one per held lock.
 type Dormant struct {
-	req       Request
-	gen       uint64 // the owner's generation: the Op of its renewals
-	nextID    uint64 // the machine's id counter, so ids stay unique across a sleep
-	token     uint64
-	lease     time.Duration
-	deadline  time.Time
-	renewNext time.Time
-	count     int32 // the owner's reentry count in Redis (one, unless a reentry that gave up left more)
-	mode      uint8
-	watchdog  bool
-	renewing  bool // a renewal asked for by Fire is in flight
+	// The request holding the lock; its Watchdog, Mode and the sign of its
+	// Wait (all a granted request's Wait still decides) are below.
+	id       ReqID
+	field    string
+	reqLease time.Duration
+	kind     *Kind
+	gen      uint64 // the owner's generation: the Op of its renewals
+	nextID   uint64 // the machine's id counter, so ids stay unique across a sleep
+	token    uint64
+	lease    time.Duration // the owner's lease
+	deadline time.Time
+	// renewIn is when the next renewal is due, as an offset from deadline
+	// (a second time.Time would take the record past its size class); zero
+	// without the watchdog.
+	renewIn     time.Duration
+	count       uint16 // the owner's reentry count in Redis (one, unless a reentry that gave up left more)
+	mode        uint8  // the owner's
+	reqMode     uint8
+	wait        int8 // the sign of the request's Wait
+	watchdog    bool // the owner's
+	reqWatchdog bool
+	renewing    bool // a renewal asked for by Fire is in flight
 }
 
 // Quiet reports whether the machine holds quietly: one request holding the
@@ -75,21 +86,45 @@ func (m *Machine) Sleep() (Dormant, bool) {
 	if r == nil || o.renewInFlight {
 		return Dormant{}, false
 	}
-	if o.count != int64(int32(o.count)) {
+	if o.count != int64(uint16(o.count)) {
 		return Dormant{}, false
 	}
-	return Dormant{
-		req: r.Request, gen: o.gen, nextID: m.nextID, count: int32(o.count), token: o.token,
-		lease:    o.lease,
-		deadline: o.deadline, renewNext: o.renewNext, mode: o.mode, watchdog: o.watchdog,
-	}, true
+	d := Dormant{
+		id: r.ID, field: r.Field, reqLease: r.Lease, kind: r.Kind, reqMode: r.Mode, reqWatchdog: r.Watchdog,
+		gen: o.gen, nextID: m.nextID, token: o.token, lease: o.lease, deadline: o.deadline,
+		count: uint16(o.count), mode: o.mode, watchdog: o.watchdog,
+	}
+	switch {
+	case r.Wait < 0:
+		d.wait = -1
+	case r.Wait > 0:
+		d.wait = 1
+	}
+	if o.watchdog {
+		d.renewIn = o.renewNext.Sub(o.deadline)
+	}
+	return d, true
 }
 
+// request is the request d keeps, as Wake gives it back: its Wait is
+// reduced to its sign.
+func (d *Dormant) request() Request {
+	return Request{ID: d.id, Field: d.field, Lease: d.reqLease, Wait: time.Duration(d.wait), Kind: d.kind,
+		Watchdog: d.reqWatchdog, Mode: d.reqMode}
+}
+
+// renewNext is when the next renewal is due (with the watchdog).
+func (d *Dormant) renewNext() time.Time { return d.deadline.Add(d.renewIn) }
+
 // ID is the request holding the lock.
-func (d *Dormant) ID() ReqID { return d.req.ID }
+func (d *Dormant) ID() ReqID { return d.id }
+
+// Gen is the owner generation the record holds through: the Op of its
+// renewals' effects and of the replies RenewReply takes.
+func (d *Dormant) Gen() uint64 { return d.gen }
 
 // Field is the owner field the request holds the lock through.
-func (d *Dormant) Field() string { return d.req.Field }
+func (d *Dormant) Field() string { return d.field }
 
 // Renewing reports whether a renewal Fire asked for is in flight: its
 // reply, RenewReply's or the woken machine's, is still to come.
@@ -103,8 +138,8 @@ func (d *Dormant) Deadline() time.Time { return d.deadline }
 // Config.Slack.
 func (d *Dormant) Due(slack time.Duration) time.Time {
 	end := d.deadline.Add(-slack)
-	if d.watchdog && !d.renewing && d.renewNext.Before(end) {
-		return d.renewNext
+	if next := d.renewNext(); d.watchdog && !d.renewing && next.Before(end) {
+		return next
 	}
 	return end
 }
@@ -118,15 +153,16 @@ func (d *Dormant) Fire(now time.Time, name string, slack time.Duration) (renew E
 	if !now.Before(d.deadline.Add(-slack)) {
 		return Effect{}, Msg{Kind: MsgTimer, Timer: TimerKey{TimerDeadline, d.gen}}
 	}
-	if !d.watchdog || now.Before(d.renewNext) {
+	next := d.renewNext()
+	if !d.watchdog || now.Before(next) {
 		return Effect{}, Msg{}
 	}
-	d.renewNext = renewalAfter(d.renewNext, now, d.lease)
+	d.renewIn = renewalAfter(next, now, d.lease).Sub(d.deadline)
 	if d.renewing {
 		return Effect{}, Msg{}
 	}
 	d.renewing = true
-	return renewEffect(kindOf(&d.req), d.gen, name, d.req.Field, d.lease), Msg{}
+	return renewEffect(d.kindOf(), d.gen, name, d.field, d.lease), Msg{}
 }
 
 // RenewReply takes the reply to the renewal Fire asked for. A renewal that
@@ -144,8 +180,11 @@ func (d *Dormant) RenewReply(msg Msg) (deadline Effect, wake bool) {
 	}
 	d.renewing = false
 	if v := Validity(msg.Sent, d.lease); v.After(d.deadline) {
+		if d.watchdog {
+			d.renewIn = d.renewNext().Sub(v)
+		}
 		d.deadline = v
-		return Effect{Kind: EffDeadline, ID: d.req.ID, At: v}, false
+		return Effect{Kind: EffDeadline, ID: d.id, At: v}, false
 	}
 	return Effect{}, false
 }
@@ -156,13 +195,16 @@ func (d *Dormant) RenewReply(msg Msg) (deadline Effect, wake bool) {
 // the input that woke it.
 func Wake(name string, cfg Config, d *Dormant, buf []Effect) (*Machine, []Effect) {
 	m := New(name, cfg)
-	m.kind = kindOf(&d.req)
+	m.kind = d.kindOf()
 	m.nextID = d.nextID
-	o := &owner{gen: d.gen, field: d.req.Field, mode: d.mode, count: int64(d.count), token: d.token,
-		lease: d.lease, watchdog: d.watchdog, deadline: d.deadline, renewNext: d.renewNext,
+	o := &owner{gen: d.gen, field: d.field, mode: d.mode, count: int64(d.count), token: d.token,
+		lease: d.lease, watchdog: d.watchdog, deadline: d.deadline,
 		renewInFlight: d.renewing, renewLease: d.lease, current: true}
+	if d.watchdog {
+		o.renewNext = d.renewNext()
+	}
 	o.op.backoff = m.cfg.Backoff
-	r := &request{Request: d.req, tryOnce: d.req.Wait == 0, state: stateHeld, granted: true, owner: o}
+	r := &request{Request: d.request(), tryOnce: d.wait == 0, state: stateHeld, granted: true, owner: o}
 	o.held, o.waiting = append(o.heldBuf[:0], r), o.waitBuf[:0]
 	m.reqs = append(m.reqs, r)
 	m.owners = append(m.owners, o)
@@ -174,6 +216,14 @@ func Wake(name string, cfg Config, d *Dormant, buf []Effect) (*Machine, []Effect
 	}
 	buf, m.out = m.out, saved
 	return m, buf
+}
+
+// kindOf is the kind of d's request.
+func (d *Dormant) kindOf() *Kind {
+	if d.kind == nil {
+		return Reentrant
+	}
+	return d.kind
 }
 
 // renewalAfter moves a renewal time due at or before now along its grid of

@@ -9,9 +9,12 @@ import (
 
 // holdOne returns a driver whose machine holds request 1 (watchdog lease)
 // granted from a request sent at t0.
-func holdOne(t *testing.T) *driver {
+func holdOne(t *testing.T) *driver { return holdWaiting(t, -1) }
+
+// holdWaiting is holdOne with the request's Wait.
+func holdWaiting(t *testing.T, wait time.Duration) *driver {
 	d := newDriver(t)
-	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	acq := one(t, d.enqueue(1, "c:a", wait), EffAcquire)
 	d.now = t0.Add(5 * time.Millisecond)
 	d.step(granted(acq.Op, 1, 7))
 	return d
@@ -119,41 +122,49 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 	cfg := Config{Slack: 10 * time.Millisecond}
 	for _, tc := range []struct {
 		name string
+		// wait is the held request's Wait: its sign is all a record keeps.
+		wait time.Duration
 		// renewing leaves the record's renewal in flight when it wakes.
 		renewing bool
 		after    func(gen, relOp uint64, sent time.Time) []Msg
 	}{
-		{"release", false, func(gen, relOp uint64, sent time.Time) []Msg {
+		{"release", -1, false, func(gen, relOp uint64, sent time.Time) []Msg {
 			return []Msg{{Kind: MsgRelease, ID: 1}, {Kind: MsgReply, Op: relOp, Reply: []int64{0}}}
 		}},
-		{"reentry then two releases", false, func(gen, op uint64, sent time.Time) []Msg {
+		{"reentry then two releases", -1, false, func(gen, op uint64, sent time.Time) []Msg {
 			return []Msg{
 				{Kind: MsgEnqueue, Req: Request{ID: 2, Field: "c:a", Lease: lease, Watchdog: true, Wait: -1}},
 				granted(op, 2, 7),
 				{Kind: MsgRelease, ID: 2}, {Kind: MsgReply, Op: op + 1, Reply: []int64{1}},
 			}
 		}},
-		{"renewal refused", true, func(gen, relOp uint64, sent time.Time) []Msg {
+		{"renewal refused", -1, true, func(gen, relOp uint64, sent time.Time) []Msg {
 			return []Msg{{Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: false}}
 		}},
-		{"renewal failed then deadline", true, func(gen, relOp uint64, sent time.Time) []Msg {
+		{"renewal failed then deadline", -1, true, func(gen, relOp uint64, sent time.Time) []Msg {
 			return []Msg{
 				{Kind: MsgRenewReply, Op: gen, Sent: sent, Err: errors.New("boom"), Fault: Transient},
 				{Kind: MsgTimer, Timer: TimerKey{TimerDeadline, gen}},
 			}
 		}},
-		{"renewal timer while renewing", true, func(gen, relOp uint64, sent time.Time) []Msg {
+		{"renewal timer while renewing", -1, true, func(gen, relOp uint64, sent time.Time) []Msg {
 			return []Msg{{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}}, {Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: true}}
 		}},
-		{"cancel", false, func(gen, relOp uint64, sent time.Time) []Msg {
+		{"release after a bounded wait", 5 * time.Second, false, func(gen, relOp uint64, sent time.Time) []Msg {
+			return []Msg{{Kind: MsgRelease, ID: 1}, {Kind: MsgReply, Op: relOp, Reply: []int64{0}}}
+		}},
+		{"try-once hold, cancel", 0, false, func(gen, relOp uint64, sent time.Time) []Msg {
 			return []Msg{{Kind: MsgCancel, ID: 1, Err: errors.New("ctx done")}}
 		}},
-		{"shutdown", true, func(gen, relOp uint64, sent time.Time) []Msg {
+		{"cancel", -1, false, func(gen, relOp uint64, sent time.Time) []Msg {
+			return []Msg{{Kind: MsgCancel, ID: 1, Err: errors.New("ctx done")}}
+		}},
+		{"shutdown", -1, true, func(gen, relOp uint64, sent time.Time) []Msg {
 			return []Msg{{Kind: MsgShutdown, Err: ErrClosed}}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			awake, asleep := holdOne(t), holdOne(t)
+			awake, asleep := holdWaiting(t, tc.wait), holdWaiting(t, tc.wait)
 			gen := awake.m.owners[0].gen
 			rec, ok := asleep.m.Sleep()
 			if !ok {

@@ -111,13 +111,24 @@ func New(cfg Config) *Batcher {
 
 // Add queues one renewal for the batch that closes at the next tick.
 func (b *Batcher) Add(it Item) {
+	b.AddAll([]Item{it})
+}
+
+// AddAll queues renewals for the batch that closes at the next tick, as
+// many Adds would, taking the Batcher's lock once. It does not keep items.
+func (b *Batcher) AddAll(items []Item) {
+	if len(items) == 0 {
+		return
+	}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
-		it.Done(time.Time{}, false, ErrClosed)
+		for _, it := range items {
+			it.Done(time.Time{}, false, ErrClosed)
+		}
 		return
 	}
-	b.pending = append(b.pending, it)
+	b.pending = append(b.pending, items...)
 	schedule := !b.flushing
 	b.flushing = true
 	b.mu.Unlock()
@@ -138,14 +149,7 @@ func (b *Batcher) flush() {
 		}
 		return
 	}
-	groups := make(map[batchGroup][]Item)
-	for _, it := range items {
-		g := batchGroup{script: it.Script}
-		if b.cfg.Group != nil {
-			g.slot = b.cfg.Group(it.Key)
-		}
-		groups[g] = append(groups[g], it)
-	}
+	groups := b.group(items)
 	var multi [][]Item
 	for _, group := range groups {
 		for len(group) > 0 {
@@ -169,6 +173,34 @@ func (b *Batcher) flush() {
 		go b.sendMulti(multi)
 	}
 	b.mu.Unlock()
+}
+
+// group sorts items into the groups no call may span. Without Group, items
+// of one script (the usual tick: every watchdog renewal runs the same one)
+// stay in the slice they came in rather than being copied.
+func (b *Batcher) group(items []Item) map[batchGroup][]Item {
+	if b.cfg.Group == nil && len(items) > 0 {
+		first := items[0].Script
+		one := true
+		for _, it := range items[1:] {
+			if it.Script != first {
+				one = false
+				break
+			}
+		}
+		if one {
+			return map[batchGroup][]Item{{script: first}: items}
+		}
+	}
+	groups := make(map[batchGroup][]Item)
+	for _, it := range items {
+		g := batchGroup{script: it.Script}
+		if b.cfg.Group != nil {
+			g.slot = b.cfg.Group(it.Key)
+		}
+		groups[g] = append(groups[g], it)
+	}
+	return groups
 }
 
 // call builds the batch call of batch.

@@ -581,6 +581,50 @@ func TestActorCrashReleasesAndRecovers(t *testing.T) {
 	again.Release(context.Background())
 }
 
+// TestBusyActorKeepsOnlyLiveFields: an actor that is never idle (each
+// Lock handed straight to the next) sees a new owner field per Lock. It
+// keeps, to release should it crash, only the fields its machine still
+// uses, not one per Lock it ever served; a crash then still releases the
+// hold it has.
+func TestBusyActorKeepsOnlyLiveFields(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{})
+	ctx := context.Background()
+	const served = 200
+	cur := c.Lock(ctx, "busy")
+	mustAcquire(t, cur)
+	for i := 0; i < served; i++ {
+		next := c.Lock(ctx, "busy")
+		if err := cur.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mustAcquire(t, next)
+		cur = next
+	}
+	waiter := c.Lock(ctx, "busy")
+	evals := func() int64 { return calls(t, srv, "evalsha") + calls(t, srv, "eval") }
+	before := evals()
+	holdfast.CrashActor(c, "busy")
+	for _, x := range []*holdfast.Lock{cur, waiter} {
+		select {
+		case <-x.Lost:
+		case <-time.After(waitFor):
+			t.Fatal("a Lock of the crashed actor was dropped silently")
+		}
+	}
+	deadline := time.Now().Add(waitFor)
+	for len(lockKeys(t, srv)) > 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	noLockKeys(t, srv)
+	// The crash releases every field the actor kept: a few live ones and
+	// fewer than 64 (twice the size at which the set is pruned) in all,
+	// against one per Lock (202) were it kept whole.
+	if n := evals() - before; n < 1 || n >= 64 {
+		t.Fatalf("the crash sent %d releases after %d Locks", n, served+2)
+	}
+}
+
 func TestIdleActorsPassivate(t *testing.T) {
 	srv := redistest.Start(t)
 	c := newClient(t, srv, holdfast.Config{})

@@ -30,7 +30,11 @@ type lockActor struct {
 	unsub       func()
 	// fields are the owner fields this actor may have written to Redis
 	// since it was last idle: on a crash, each is released (abandoned).
-	fields smallMap[string, struct{}]
+	// An actor that is never idle (a hot lock: a new field per Lock) would
+	// gather fields without end, so once there are pruneFields of them the
+	// set keeps only those its machine still uses (prune).
+	fields      smallMap[string, struct{}]
+	pruneFields int
 	done   bool // passivated or stopped: ignore everything
 	// idle is the linger timer of an idle actor (left running when the
 	// actor gets busy again); idleSeq tells its firing from that of an
@@ -240,6 +244,28 @@ func (a *lockActor) reply(msg lockactor.Msg) {
 	a.sys.workers.tailEnd()
 }
 
+// minPruneFields is the size of an actor's field set below which it is not
+// pruned: the set is emptied whenever the actor is idle, which most actors
+// are between their few Locks.
+const minPruneFields = 32
+
+// prune drops from the field set the fields the machine no longer uses
+// (Machine.UsesField), keeping cur, the field of the call being sent. It
+// runs between turns of the machine, never on one that failed. The next
+// prune waits until the set has doubled, so a set kept by a busy actor
+// costs each call a constant share of the scans.
+func (a *lockActor) prune(cur string) {
+	keep := a.fields.entries[:0]
+	for _, f := range a.fields.entries {
+		if f.key == cur || a.m.UsesField(f.key) {
+			keep = append(keep, f)
+		}
+	}
+	clear(a.fields.entries[len(keep):])
+	a.fields.entries = keep
+	a.pruneFields = 2 * len(keep)
+}
+
 // The closures below capture copies of e's fields, never e itself, which
 // would move every Effect applied to the heap.
 func (a *lockActor) apply(e lockactor.Effect) {
@@ -248,6 +274,9 @@ func (a *lockActor) apply(e lockactor.Effect) {
 	case lockactor.EffCall:
 		if e.Field != "" {
 			a.fields.set(e.Field, struct{}{})
+			if a.fields.len() >= max(a.pruneFields, minPruneFields) {
+				a.prune(e.Field)
+			}
 		}
 		a.calls++
 		s.callScript(a, e.Op, e.Call)

@@ -356,6 +356,35 @@ func (m *Machine) ownerOf(field string) *owner {
 	return nil
 }
 
+// UsesField reports whether field is that of one of the machine's
+// requests or owners, or of a call on it not yet answered: whether, as far
+// as the machine knows, Redis may hold field through it now or later. A
+// runtime keeping every field it has sent (to release them should the
+// machine fail) may drop the others.
+func (m *Machine) UsesField(field string) bool {
+	for _, o := range m.owners {
+		if o.field == field {
+			return true
+		}
+	}
+	for _, r := range m.reqs {
+		if r.Field == field {
+			return true
+		}
+	}
+	for _, c := range m.inflight {
+		if c.field == field {
+			return true
+		}
+	}
+	for _, c := range m.strays {
+		if c.field == field {
+			return true
+		}
+	}
+	return false
+}
+
 // ownerGen returns the owner of generation gen, or nil.
 func (m *Machine) ownerGen(gen uint64) *owner {
 	for _, o := range m.owners {

@@ -35,7 +35,7 @@ type lockActor struct {
 	// set keeps only those its machine still uses (prune).
 	fields      smallMap[string, struct{}]
 	pruneFields int
-	done   bool // passivated or stopped: ignore everything
+	done        bool // passivated or stopped: ignore everything
 	// idle is the linger timer of an idle actor (left running when the
 	// actor gets busy again); idleSeq tells its firing from that of an
 	// earlier one.

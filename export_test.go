@@ -24,3 +24,7 @@ func SetIdleTimeout(d time.Duration) (restore func()) {
 	idleTimeout = d
 	return func() { idleTimeout = old }
 }
+
+// DeadLetters reports the letters lock actors were sent after they stopped
+// (see actor.DeadLetters).
+func DeadLetters() int64 { return actor.DeadLetters() }

@@ -35,7 +35,10 @@ type lockActor struct {
 	// set keeps only those its machine still uses (prune).
 	fields      smallMap[string, struct{}]
 	pruneFields int
-	done        bool // passivated or stopped: ignore everything
+	// firing counts the machine timers cancelled while they fired, whose
+	// letters are still on their way: the actor stops only at zero.
+	firing int
+	done   bool // passivated or stopped: ignore everything
 	// idle is the linger timer of an idle actor (left running when the
 	// actor gets busy again); idleSeq tells its firing from that of an
 	// earlier one.
@@ -117,11 +120,19 @@ func (a *lockActor) receive(ctx protoactor.Context, l *letter) {
 	case tagTimer:
 		if key, ok := a.timerFired(l.timer, l.seq); ok {
 			a.step(ctx, lockactor.Msg{Kind: lockactor.MsgTimer, Timer: key})
+		} else if !a.done && a.firing == 0 {
+			// The last cancelled timer's letter: a passivation or sleep
+			// that waited for it may go ahead.
+			a.settle(ctx)
 		}
 	case tagIdle:
 		if a.idle != nil && l.seq == a.idleSeq {
 			a.idle = nil
 			if !a.quiet || a.done {
+				return
+			}
+			if a.m.Idle() && a.sys.closing() {
+				a.passivate(ctx) // a passivation at Close that waited for this letter
 				return
 			}
 			// The timer is left running while the actor is busy (see step):
@@ -156,6 +167,14 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 	clear(effs) // let go of what the effects refer to
 	*buf = effs[:0]
 	effectBufs.Put(buf)
+	a.settle(ctx)
+}
+
+// settle ends a turn that may have left the machine idle or quiet: it
+// passivates an idle actor at Close, and otherwise lingers, sleeps or
+// passivates once the linger is over.
+func (a *lockActor) settle(ctx protoactor.Context) {
+	now := a.sys.cfg.Clock.Now()
 	idle := a.m.Idle()
 	if !idle && !a.m.Quiet() {
 		// A pending linger timer keeps running: when it fires, it sees
@@ -203,21 +222,33 @@ func (a *lockActor) lingerUntil(t time.Time) {
 	})
 }
 
-// passivate stops the actor if no request is on its way to it and no
-// call or renewal of its is in flight (the turn of its reply passivates it
-// then): no letter is ever sent to an actor that has stopped.
+// passivate stops the actor if no request is on its way to it, no call or
+// renewal of its is in flight (the turn of its reply passivates it then) and
+// none of its timers, cancelled or not, is firing (the turn of the letter
+// does then): no letter is ever sent to an actor that has stopped.
 func (a *lockActor) passivate(ctx protoactor.Context) {
-	if a.calls > 0 || a.renewals > 0 {
+	if a.calls > 0 || a.renewals > 0 || a.firing > 0 || !a.stopIdle() {
 		return
 	}
 	if a.sys.passivate(a.name) {
 		a.done = true
-		if a.idle != nil {
-			a.idle.Stop()
-			a.idle = nil
-		}
 		ctx.Stop(a.self)
 	}
+}
+
+// stopIdle stops the linger timer, if any. It reports false when the timer
+// has fired and its letter is on its way: the actor must not stop before
+// that letter arrives (it would be a dead letter), and the letter's turn
+// tries again.
+func (a *lockActor) stopIdle() bool {
+	if a.idle == nil {
+		return true
+	}
+	if !a.idle.Stop() {
+		return false
+	}
+	a.idle = nil
+	return true
 }
 
 // post sends l to the actor.

@@ -29,6 +29,15 @@ var shared struct {
 	loggers atomic.Pointer[[]*slog.Logger]
 }
 
+// deadLetters counts the letters protoactor could not deliver in this
+// process (DeadLetters).
+var deadLetters atomic.Int64
+
+// DeadLetters reports how many letters the process's lock actors were sent
+// after they had stopped. The runtime never sends one (an actor stops only
+// when nothing is on its way to it), so any is a bug; protoactor logs each.
+func DeadLetters() int64 { return deadLetters.Load() }
+
 // joinShared returns the process's protoactor system, making it if no
 // System uses one, and adds logger to those its records go to. Each call
 // is paired with a leaveShared of the same logger.
@@ -42,6 +51,12 @@ func joinShared(logger *slog.Logger) *protoactor.ActorSystem {
 		shared.as = protoactor.NewActorSystem(protoactor.WithLoggerFactory(func(*protoactor.ActorSystem) *slog.Logger {
 			return slog.New(fanOut{})
 		}))
+		// Unsubscribed by Shutdown, with the rest of the system's stream.
+		shared.as.EventStream.Subscribe(func(msg any) {
+			if _, ok := msg.(*protoactor.DeadLetterEvent); ok {
+				deadLetters.Add(1)
+			}
+		})
 	}
 	return shared.as
 }

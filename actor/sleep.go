@@ -13,7 +13,7 @@ import (
 // it, nothing waiting or in flight — for IdleTimeout folds the machine into
 // a lockactor.Dormant and stops: its entry keeps the record and the Lock's
 // handle, filed in the bucket of the wheel tick it is due in (napLocked),
-// two hundred bytes instead of the few kilobytes of a machine and a
+// under two hundred bytes instead of the few kilobytes of a machine and a
 // protoactor process. The record renews the
 // lease itself while the renewals succeed (Dormant.Fire, RenewReply). Any
 // other event — a Release or cancellation through the Lock's Ref, a new
@@ -80,11 +80,11 @@ func (s *System) claim(name string, self *protoactor.PID) (*entry, *sleeper) {
 }
 
 // trySleep puts the actor to sleep if its machine can (Machine.Sleep),
-// nothing is on its way to it and no timer of its is firing. It reports
-// whether the actor stopped.
+// nothing is on its way to it and no timer of its (the linger timer
+// included) is firing. It reports whether the actor stopped.
 func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	s := a.sys
-	if a.e == nil || a.calls > 0 || a.renewals > 0 || a.unsub != nil || a.done {
+	if a.e == nil || a.calls > 0 || a.renewals > 0 || a.firing > 0 || a.unsub != nil || a.done {
 		return false
 	}
 	rec, ok := a.m.Sleep()
@@ -94,7 +94,10 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	h, _ := a.handles.get(rec.ID())
 	sl := &sleeper{e: a.e, rec: rec, handle: h, nap: -1}
 	s.mu.Lock()
-	if a.e.enqueues > 0 || s.closed || !a.disarmTimers() {
+	// Whatever keeps the actor awake here has a letter on its way to it
+	// (a request, a timer's, Close's), whose turn tries again, or lingers
+	// anew if the linger timer was stopped.
+	if a.e.enqueues > 0 || s.closed || !a.stopIdle() || !a.disarmTimers() {
 		s.mu.Unlock()
 		return false
 	}
@@ -103,10 +106,6 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	s.napLocked(sl)
 	s.mu.Unlock()
 	a.done = true
-	if a.idle != nil {
-		a.idle.Stop()
-		a.idle = nil
-	}
 	ctx.Stop(a.self)
 	return true
 }

@@ -282,16 +282,24 @@ func (s *System) Close(ctx context.Context) error {
 	if len(s.actors) == 0 {
 		close(s.empty)
 	}
-	pids := make([]*protoactor.PID, 0, len(s.actors))
-	for _, e := range s.actors {
-		// A sleeping lock wakes to be released like the others.
-		pids = append(pids, s.wakeLocked(e))
+	type shutdown struct {
+		pid *protoactor.PID
+		l   *letter
 	}
-	s.mu.Unlock()
-	for _, pid := range pids {
+	sends := make([]shutdown, 0, len(s.actors))
+	for _, e := range s.actors {
+		// A sleeping lock wakes to be released like the others. The
+		// letter counts (deliver), so the actor cannot passivate before
+		// it arrives.
 		l := newLetter(tagMsg)
 		l.msg = lockactor.Msg{Kind: lockactor.MsgShutdown, Err: ErrClosed}
-		s.root.Send(pid, l)
+		l.counted = true
+		e.enqueues++
+		sends = append(sends, shutdown{s.wakeLocked(e), l})
+	}
+	s.mu.Unlock()
+	for _, sd := range sends {
+		s.root.Send(sd.pid, sd.l)
 	}
 	var err error
 	select {

@@ -54,7 +54,8 @@ func (a *lockActor) schedule(key lockactor.TimerKey, at time.Time) {
 }
 
 // cancelTimer drops the machine timer key, if pending. A record whose Stop
-// fails is firing: its letter, when it comes, hands it back (timerFired).
+// fails is firing: its letter, when it comes, hands it back (timerFired),
+// and until then the actor counts it (firing) and does not stop.
 func (a *lockActor) cancelTimer(key lockactor.TimerKey) {
 	mt, ok := a.timers.get(key)
 	if !ok {
@@ -63,6 +64,8 @@ func (a *lockActor) cancelTimer(key lockactor.TimerKey) {
 	a.timers.del(key)
 	if mt.t.Stop() {
 		a.spare(mt)
+	} else {
+		a.firing++
 	}
 }
 
@@ -85,6 +88,9 @@ func (a *lockActor) timerFired(mt *machineTimer, seq uint64) (lockactor.TimerKey
 		return mt.key, true
 	}
 	a.spare(mt) // cancelled or replaced while it fired
+	if a.firing > 0 {
+		a.firing--
+	}
 	return lockactor.TimerKey{}, false
 }
 

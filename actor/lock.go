@@ -123,7 +123,7 @@ func (a *lockActor) receive(ctx protoactor.Context, l *letter) {
 		} else if !a.done && a.firing == 0 {
 			// The last cancelled timer's letter: a passivation or sleep
 			// that waited for it may go ahead.
-			a.settle(ctx)
+			a.settle(ctx, a.sys.cfg.Clock.Now())
 		}
 	case tagIdle:
 		if a.idle != nil && l.seq == a.idleSeq {
@@ -167,14 +167,13 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 	clear(effs) // let go of what the effects refer to
 	*buf = effs[:0]
 	effectBufs.Put(buf)
-	a.settle(ctx)
+	a.settle(ctx, now)
 }
 
-// settle ends a turn that may have left the machine idle or quiet: it
-// passivates an idle actor at Close, and otherwise lingers, sleeps or
-// passivates once the linger is over.
-func (a *lockActor) settle(ctx protoactor.Context) {
-	now := a.sys.cfg.Clock.Now()
+// settle ends a turn, at now, that may have left the machine idle or
+// quiet: it passivates an idle actor at Close, and otherwise lingers,
+// sleeps or passivates once the linger is over.
+func (a *lockActor) settle(ctx protoactor.Context, now time.Time) {
 	idle := a.m.Idle()
 	if !idle && !a.m.Quiet() {
 		// A pending linger timer keeps running: when it fires, it sees

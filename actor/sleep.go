@@ -138,7 +138,7 @@ func (s *System) napFired(k int64) {
 	}
 	var (
 		// renews are built here, under s.mu, as the Items the Renewer
-		// takes (a fifth of an Effect's size): a bucket may hold thousands
+		// takes (about a quarter of an Effect's size): a bucket may hold thousands
 		// of records, and the slice lives until they are handed over.
 		renews []renewal.Item
 		wakes  []wake

@@ -289,8 +289,8 @@ func (s *System) Close(ctx context.Context) error {
 	sends := make([]shutdown, 0, len(s.actors))
 	for _, e := range s.actors {
 		// A sleeping lock wakes to be released like the others. The
-		// letter counts (deliver), so the actor cannot passivate before
-		// it arrives.
+		// letter counts, as deliver's do, so the actor cannot passivate
+		// before it arrives.
 		l := newLetter(tagMsg)
 		l.msg = lockactor.Msg{Kind: lockactor.MsgShutdown, Err: ErrClosed}
 		l.counted = true

@@ -218,3 +218,20 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 		})
 	}
 }
+
+// TestUsesField: a field is in use while a request or owner has it or a
+// call on it is unanswered, and not once its release is answered.
+func TestUsesField(t *testing.T) {
+	d := holdOne(t)
+	if !d.m.UsesField("c:a") || d.m.UsesField("c:b") {
+		t.Fatal("the holder's field is not in use, or a stranger's is")
+	}
+	rel := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffRelease)
+	if !d.m.UsesField("c:a") {
+		t.Fatal("the field left use with its release unanswered")
+	}
+	d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{0}})
+	if d.m.UsesField("c:a") {
+		t.Fatal("the field is still in use after its release was answered")
+	}
+}

@@ -50,9 +50,17 @@ func newPool(throughput int) *pool {
 }
 
 // Schedule implements protoactor's Dispatcher: runs the actor turn fn on a
-// goroutine about to finish (see tailBegin) or on a runner.
+// goroutine about to finish (see tailBegin) or on a runner. Once the pool
+// is closed it drops fn: every actor has stopped by then, and a sender
+// whose letter another runner already handled may still be scheduling a
+// turn with nothing left in it (a runner started then would race with
+// close's wait).
 func (p *pool) Schedule(fn func()) {
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
 	if p.toTailLocked(fn) {
 		p.mu.Unlock()
 		return

@@ -142,3 +142,32 @@ func TestPoolRunnersBoundTurnsAndKeepOrder(t *testing.T) {
 		t.Fatalf("%d of %d turns ran", len(order), turns)
 	}
 }
+
+// A turn scheduled while the pool closes either runs before close returns
+// or is dropped: no runner starts once close waits for them (the race
+// detector reports a WaitGroup Add during Wait), and none after.
+func TestPoolScheduleDuringCloseStartsNoRunner(t *testing.T) {
+	for i := 0; i < 50; i++ {
+		p := newPool(1)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := 0; j < 100; j++ {
+				p.Schedule(func() {})
+				runtime.Gosched()
+			}
+		}()
+		p.close()
+		wg.Wait()
+		p.mu.Lock()
+		runners := p.runners
+		p.mu.Unlock()
+		p.Schedule(func() { t.Error("a turn ran after close") })
+		p.mu.Lock()
+		if p.runners != runners {
+			t.Fatalf("a Schedule after close started a runner (%d → %d)", runners, p.runners)
+		}
+		p.mu.Unlock()
+	}
+}

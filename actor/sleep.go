@@ -133,8 +133,8 @@ func (a *lockActor) wake(sl *sleeper) {
 // renews, or wakes its entry when its validity deadline is due.
 func (s *System) napFired(k int64) {
 	type wake struct {
-		e *entry
-		l *letter
+		pid *protoactor.PID
+		l   *letter
 	}
 	var (
 		// renews are built here, under s.mu, as the Items the Renewer
@@ -155,9 +155,11 @@ func (s *System) napFired(k int64) {
 		sl.nap = -1
 		eff, msg := sl.rec.Fire(now, e.name, s.cfg.Machine.Slack)
 		if msg.Kind != 0 {
+			// Woken and counted now, under s.mu: a Close running once s.mu
+			// is released must find the actor awake with this letter due.
 			l := newLetter(tagMsg)
 			l.msg = msg
-			wakes = append(wakes, wake{e, l})
+			wakes = append(wakes, wake{s.readyLocked(e, l), l})
 			continue
 		}
 		s.napLocked(sl)
@@ -167,7 +169,7 @@ func (s *System) napFired(k int64) {
 	}
 	s.mu.Unlock()
 	for _, w := range wakes {
-		s.deliver(w.e, w.l)
+		s.root.Send(w.pid, w.l)
 	}
 	s.cfg.Renewer.AddAll(renews)
 }
@@ -197,10 +199,11 @@ func (sl *sleeper) renewed(msg lockactor.Msg) {
 			return
 		}
 	}
-	s.mu.Unlock()
 	l := newLetter(tagMsg)
 	l.msg = msg
-	s.deliver(e, l)
+	pid := s.readyLocked(e, l)
+	s.mu.Unlock()
+	s.root.Send(pid, l)
 }
 
 // disarmTimers stops every machine timer of the actor for a sleep, and

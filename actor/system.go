@@ -167,13 +167,22 @@ func (e *entry) Send(id lockactor.ReqID, kind lockactor.MsgKind, err error) {
 // is dropped, as for any message to a stopped actor.
 func (s *System) deliver(e *entry, l *letter) {
 	s.mu.Lock()
+	pid := s.readyLocked(e, l)
+	s.mu.Unlock()
+	s.root.Send(pid, l)
+}
+
+// readyLocked is deliver's part under s.mu: it wakes e if it sleeps,
+// counts l and returns the pid to send l to once s.mu is released. A
+// caller that decided under s.mu to send l calls it before releasing s.mu,
+// so that nothing can stop the actor in between.
+func (s *System) readyLocked(e *entry, l *letter) *protoactor.PID {
 	pid := s.wakeLocked(e)
 	if !e.gone {
 		e.enqueues++
 		l.counted = true
 	}
-	s.mu.Unlock()
-	s.root.Send(pid, l)
+	return pid
 }
 
 // Enqueue starts request req on the actor of name, spawning it if needed.

@@ -340,12 +340,13 @@ func TestSleepAndWakeUnderContention(t *testing.T) {
 // finds the linger over just as the linger timer fires, and closes the
 // Client while the released actors linger: an actor must not sleep or
 // passivate with its linger timer's letter on its way, which would reach
-// it stopped as a dead letter. (Before the fix: 5 dead letters in 1 run of
-// 6; protoactor's dead-letter throttle then outlived the test.)
+// it stopped as a dead letter. (Before the fix, under the race detector as
+// CI runs it: 16 and 27 dead letters in 2 runs of 4; protoactor's
+// dead-letter throttle then outlived the test.)
 func TestNoLetterMeetsAStoppedActor(t *testing.T) {
 	srv := redistest.Start(t)
-	defer holdfast.SetIdleTimeout(30 * time.Millisecond)()
-	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: 90 * time.Millisecond})
+	defer holdfast.SetIdleTimeout(50 * time.Millisecond)()
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: 150 * time.Millisecond})
 	before := holdfast.DeadLetters()
 	const n = 2000
 	locks := make([]*holdfast.Lock, n)
@@ -355,11 +356,13 @@ func TestNoLetterMeetsAStoppedActor(t *testing.T) {
 			t.Error(err)
 		}
 	})
-	time.Sleep(time.Second) // about 30 renewals and sleeps of each hold
+	time.Sleep(time.Second) // about 20 renewals and sleeps of each hold
 	parallelN(32, n, func(j int) {
-		// On a loaded machine (the race detector) some of these short
-		// leases run out before their renewal: the hold then says so.
-		if err := locks[j].Release(context.Background()); err != nil && !errors.Is(err, holdfast.ErrLeaseExpired) {
+		// On a loaded machine (CI, the race detector) some of these short
+		// leases run out before their renewal: the hold then says so,
+		// from its deadline or from Redis.
+		err := locks[j].Release(context.Background())
+		if err != nil && !errors.Is(err, holdfast.ErrLeaseExpired) && !errors.Is(err, holdfast.ErrNotOwner) {
 			t.Error(err)
 		}
 	})

@@ -247,10 +247,16 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResu
 	}
 	o.op.backoff = m.cfg.Backoff
 	switch {
-	case res.Code == Granted && res.Count == o.op.expected+1 && m.kind.HoldToken && res.Token != o.token:
+	case res.Code == Granted && res.Count == o.op.expected+1 &&
+		(m.kind.HoldToken && res.Token != o.token || res.Token < o.token):
 		// The reentry joined another hold of this field: this owner's hold
 		// is gone. Its holders are told, and the hold the reentry joined,
-		// which no holder here uses, is given back whole.
+		// which no holder here uses, is given back whole. A kind whose
+		// reply is the hold's own token tells by any difference; the
+		// others answer the fence counter, never below a live hold's token,
+		// so a lower one means a roll-back (a failover) lost this owner's
+		// grant and left an older hold of the same field in its place: a
+		// later grant would be given this hold's token again.
 		o.waiting = append([]*request{r}, o.waiting...)
 		m.ownerLost(now, o, fmt.Errorf("%w: Redis holds this owner's field under token %d, not this hold's %d (a failover brought back an older hold)", ErrNotOwner, res.Token, o.token))
 		stray := m.newOwner(o.field, res.Count, res.Token)

@@ -121,3 +121,40 @@ func TestRWReentryMeetingAnotherHoldLosesTheOwner(t *testing.T) {
 		t.Fatalf("acquired %+v", a)
 	}
 }
+
+// A reentrant reentry is answered with the fence counter (fence_peek),
+// never below a live hold's token. One below the owner's token means a
+// roll-back lost the owner's grant and left an older hold of the same field
+// (a named owner's earlier hold) in Redis: the owner is Lost with
+// ErrNotOwner and that hold is given back whole, or the next fresh grant of
+// the name would get this hold's token again (found by TestLockProperties,
+// seed 5697703620948618727). A counter above the owner's token is a later
+// grant of another name of the slot and changes nothing.
+func TestReentryBelowTheOwnersTokenLosesTheOwner(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	one(t, d.step(granted(acq.Op, 1, 3)), EffAcquired)
+	re := one(t, d.enqueue(2, "c:a", -1), EffAcquire)
+	effs := d.step(granted(re.Op, 2, 5)) // the counter moved on: fine
+	if a := one(t, effs, EffAcquired); a.ID != 2 || a.Token != 3 {
+		t.Fatalf("reentry acquired %+v, want request 2 with the owner's token 3", a)
+	}
+	re = one(t, d.enqueue(3, "c:a", -1), EffAcquire)
+	effs = d.step(granted(re.Op, 3, 2)) // the counter below the hold's token
+	none(t, effs, EffAcquired)
+	lost := map[ReqID]bool{}
+	for _, e := range effs {
+		if e.Kind == EffLost {
+			if !errors.Is(e.Err, ErrNotOwner) {
+				t.Fatalf("lost with %v", e.Err)
+			}
+			lost[e.ID] = true
+		}
+	}
+	if !lost[1] || !lost[2] {
+		t.Fatalf("lost %v, want both holds of the owner", lost)
+	}
+	if undo := one(t, effs, EffRelease); undo.Call.Args[0] != "c:a" {
+		t.Fatalf("undo %v, want a release of the field", undo.Call.Args)
+	}
+}

@@ -31,6 +31,7 @@ var issue17Rows = []row{
 	{"clients", "heap_bytes_per_client"},
 	{"clients", "heap_bytes_per_client_with_redis"},
 	{"waiting", "waiter_commands"},
+	{"waiting", "idle_commands"},
 }
 
 // runInfo is what a reader needs to judge a run: what was measured, how,

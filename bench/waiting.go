@@ -71,6 +71,14 @@ func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, ho
 		}
 	}
 
+	// The same clients, warm and with nobody waiting, for as long as the
+	// waiters will wait: what they send anyway (keep-alive PINGs of their
+	// idle connections), which the waiting window's count includes.
+	i0 := waiterCtr.snapshot()
+	time.Sleep(holdFor)
+	idle := countsDelta(i0, waiterCtr.snapshot())
+	e.res.add("waiting", lib, "idle_commands", float64(sumCalls(idle)))
+
 	h, err := holder.Lock(ctx, name)
 	if err != nil {
 		return fmt.Errorf("holder: %w", err)
@@ -139,8 +147,8 @@ func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, ho
 	}
 	if round == rounds-1 {
 		hc := countsDelta(hc0, hc1)
-		e.notef("waiting/%s (last round, %v hold): waiters' clients sent %d commands (%d of them handshakes): %s; the holder sent %d more; server calls incl. inside scripts, holder included: %d",
-			lib, holdFor, sumCalls(wc), sumCalls(wc)-sumCalls(steady(wc)), fmtCounts(wc), sumCalls(hc), sumCalls(statsDelta(stats0, stats1)))
+		e.notef("waiting/%s (last round, %v hold): waiters' clients sent %d commands (%d of them handshakes): %s; the holder sent %d more; server calls incl. inside scripts, holder included: %d; the same clients idle for as long, before: %s",
+			lib, holdFor, sumCalls(wc), sumCalls(wc)-sumCalls(steady(wc)), fmtCounts(wc), sumCalls(hc), sumCalls(statsDelta(stats0, stats1)), fmtCounts(idle))
 	}
 	return nil
 }

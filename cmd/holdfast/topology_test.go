@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/internal/topology"
 	"github.com/holdfast/holdfast/scripts"
 )
 
@@ -115,12 +116,10 @@ func TestSentinelURLWithPassword(t *testing.T) {
 // exec, status and list work on a cluster named by several seed addresses
 // (here the one node of a cluster that owns every slot, twice over).
 func TestClusterURL(t *testing.T) {
-	addr := deadAddr(t)
-	_, port, _ := net.SplitHostPort(addr)
-	dir := t.TempDir()
-	startProcess(t, addr, "redis-server", "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-		"--dir", dir, "--cluster-enabled", "yes", "--cluster-config-file", filepath.Join(dir, "nodes.conf"),
-		"--protected-mode", "no")
+	// Its cluster bus gets a free port of its own: the default, port+10000,
+	// is past 65535 for about a fifth of the ports the kernel hands out
+	// (32768–60999 here).
+	addr := topology.StartNode(t, "--cluster-enabled", "yes", "--save", "", "--appendonly", "no").Addr
 	if out, err := exec.Command("redis-cli", "-u", "redis://"+addr, "CLUSTER", "ADDSLOTSRANGE", "0", "16383").CombinedOutput(); err != nil {
 		t.Fatalf("CLUSTER ADDSLOTSRANGE: %v %s", err, out)
 	}

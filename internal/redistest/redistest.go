@@ -4,7 +4,9 @@ package redistest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -46,23 +48,44 @@ func Binary(t testing.TB) string {
 // killed when the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, Addr: freeAddr(t), dir: t.TempDir()}
-	s.start()
-	t.Cleanup(s.Kill)
-	return s
+	return startNew(t, false)
 }
 
 // StartPersistent is Start with an append-only file synced on every write:
 // Restart brings the keyspace back as it was at the kill.
 func StartPersistent(t testing.TB) *Server {
 	t.Helper()
-	s := &Server{t: t, Addr: freeAddr(t), dir: t.TempDir(), persist: true}
-	s.start()
-	t.Cleanup(s.Kill)
-	return s
+	return startNew(t, true)
 }
 
-func freeAddr(t testing.TB) string {
+// startNew starts a server on a free port, and on another one if the port
+// was taken before the server could bind it (see Launch).
+func startNew(t testing.TB, persist bool) *Server {
+	t.Helper()
+	s := &Server{t: t, persist: persist}
+	t.Cleanup(s.Kill)
+	for attempt := 1; ; attempt++ {
+		s.Addr, s.dir = pickAddr(t), t.TempDir()
+		err := s.launch()
+		if err == nil {
+			return s
+		}
+		if !errors.Is(err, ErrPortTaken) || attempt == launchAttempts {
+			t.Fatalf("redistest: %v", err)
+		}
+	}
+}
+
+// launchAttempts bounds the ports a new server tries (see ErrPortTaken).
+const launchAttempts = 5
+
+// pickAddr picks a new server's address; tests replace it.
+var pickAddr = FreeAddr
+
+// FreeAddr returns a loopback address whose port was free a moment ago.
+// Another process may take it before a server binds it: Launch reports
+// that as ErrPortTaken.
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,7 +96,16 @@ func freeAddr(t testing.TB) string {
 	return addr
 }
 
+// start starts the server again on its address (Restart), failing the
+// test if it does not come up.
 func (s *Server) start() {
+	s.t.Helper()
+	if err := s.launch(); err != nil {
+		s.t.Fatalf("redistest: %v", err)
+	}
+}
+
+func (s *Server) launch() error {
 	s.t.Helper()
 	bin := Binary(s.t)
 	_, port, _ := net.SplitHostPort(s.Addr)
@@ -85,29 +117,48 @@ func (s *Server) start() {
 		"--port", port, "--bind", "127.0.0.1", "--save", "",
 		"--dir", s.dir, "--logfile", filepath.Join(s.dir, "redis.log"), "--daemonize", "no",
 		"--protected-mode", "no"}, aof...)
-	cmd := exec.Command(bin, args...)
-	if err := cmd.Start(); err != nil {
-		s.t.Fatalf("redistest: starting redis-server: %v", err)
+	cmd, err := Launch(bin, args, s.Addr, filepath.Join(s.dir, "redis.log"))
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.cmd = cmd
 	s.mu.Unlock()
-	if err := WaitReady(s.Addr, 10*time.Second); err != nil {
-		log, _ := os.ReadFile(filepath.Join(s.dir, "redis.log"))
-		s.t.Fatalf("redistest: redis-server on %s did not come up: %v\n%s", s.Addr, err, log)
-	}
+	return nil
 }
 
-// WaitReady waits until the server at addr answers PING, for up to limit.
-func WaitReady(addr string, limit time.Duration) error {
-	deadline := time.Now().Add(limit)
+// ErrPortTaken reports a redis-server that could not bind a port it was
+// given: another process took the port after FreeAddr found it free (the
+// tests of several packages run at once, and the kernel hands out ports to
+// their outgoing connections too). The caller picks other ports and tries
+// again.
+var ErrPortTaken = errors.New("a port was taken before redis-server could bind it")
+
+// Launch runs bin (redis-server) with args, logging to logPath, and waits
+// until the server at addr answers PING. A server that failed to bind one
+// of its ports, as its log tells, is reaped at once and ErrPortTaken
+// returned; one that does not come up within 10 s is killed and an error
+// with its log returned.
+func Launch(bin string, args []string, addr, logPath string) (*exec.Cmd, error) {
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting redis-server: %w", err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		err := ping(addr)
 		if err == nil {
-			return nil
+			return cmd, nil
 		}
-		if time.Now().After(deadline) {
-			return err
+		log, _ := os.ReadFile(logPath)
+		taken := bytes.Contains(log, []byte("Address already in use"))
+		if taken || time.Now().After(deadline) {
+			cmd.Process.Kill()
+			cmd.Wait()
+			if taken {
+				return nil, fmt.Errorf("redis-server on %s: %w\n%s", addr, ErrPortTaken, log)
+			}
+			return nil, fmt.Errorf("redis-server on %s did not come up: %w\n%s", addr, err, log)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

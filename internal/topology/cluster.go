@@ -1,7 +1,6 @@
 package topology
 
 import (
-	"net"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -39,10 +38,7 @@ func StartClusterWithReplicas(t testing.TB, masters, replicas int) *Cluster {
 	total := masters * (1 + replicas)
 	addrs := make([]string, total)
 	for i := range total {
-		// The bus port defaults to port+10000, which may be taken or past
-		// 65535; give it a free port of its own.
-		_, bus, _ := net.SplitHostPort(freeAddr(t))
-		n := startNode(t, "", "--cluster-enabled", "yes", "--cluster-port", bus, "--cluster-node-timeout", "2000",
+		n := startNode(t, "", true, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
 			"--save", "", "--appendonly", "no")
 		c.Nodes = append(c.Nodes, n)
 		addrs[i] = n.Addr

@@ -11,10 +11,12 @@ package topology
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -40,10 +42,41 @@ type Node struct {
 
 // startNode runs redis-server with args on a free loopback port; conf, when
 // not empty, is written to a config file given first (sentinels need one
-// they can rewrite).
-func startNode(t testing.TB, conf string, args ...string) *Node {
+// they can rewrite). With bus, the node is a cluster node and gets a free
+// port for its cluster bus too: the default, port+10000, may be taken or
+// past 65535. A port taken before the server could bind it is replaced by
+// another (redistest.ErrPortTaken).
+func startNode(t testing.TB, conf string, bus bool, args ...string) *Node {
 	t.Helper()
-	addr := freeAddr(t)
+	for attempt := 1; ; attempt++ {
+		n := newNode(t, conf, bus, args)
+		err := n.launch()
+		if err == nil {
+			t.Cleanup(n.Kill)
+			return n
+		}
+		if !errors.Is(err, redistest.ErrPortTaken) || attempt == launchAttempts {
+			t.Fatalf("topology: %v", err)
+		}
+	}
+}
+
+// StartNode starts one redis-server with args on free loopback ports, as
+// the deployments of this package start theirs; with "--cluster-enabled"
+// among args it gets a free cluster bus port too. It is killed when the
+// test ends.
+func StartNode(t testing.TB, args ...string) *Node {
+	t.Helper()
+	return startNode(t, "", slices.Contains(args, "--cluster-enabled"), args...)
+}
+
+// launchAttempts bounds the ports a new node tries.
+const launchAttempts = 5
+
+// newNode prepares a node on fresh ports and a fresh directory.
+func newNode(t testing.TB, conf string, bus bool, args []string) *Node {
+	t.Helper()
+	addr := redistest.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	dir := t.TempDir()
 	var full []string
@@ -56,26 +89,26 @@ func startNode(t testing.TB, conf string, args ...string) *Node {
 		full = append(full, path)
 	}
 	full = append(full, args...)
+	if bus {
+		_, busPort, _ := net.SplitHostPort(redistest.FreeAddr(t))
+		full = append(full, "--cluster-port", busPort)
+	}
 	full = append(full, "--port", port, "--bind", "127.0.0.1", "--dir", dir,
 		"--logfile", filepath.Join(dir, "redis.log"), "--daemonize", "no", "--protected-mode", "no")
-	n := &Node{t: t, Addr: addr, Port: port, dir: dir, args: full}
-	n.start()
-	t.Cleanup(n.Kill)
-	return n
+	return &Node{t: t, Addr: addr, Port: port, dir: dir, args: full}
 }
 
-func (n *Node) start() {
+// launch starts the node's process and waits until it answers.
+func (n *Node) launch() error {
 	n.t.Helper()
-	cmd := exec.Command(redistest.Binary(n.t), n.args...)
-	if err := cmd.Start(); err != nil {
-		n.t.Fatalf("topology: starting redis-server: %v", err)
+	cmd, err := redistest.Launch(redistest.Binary(n.t), n.args, n.Addr, filepath.Join(n.dir, "redis.log"))
+	if err != nil {
+		return err
 	}
 	n.mu.Lock()
 	n.cmd = cmd
 	n.mu.Unlock()
-	if err := redistest.WaitReady(n.Addr, 10*time.Second); err != nil {
-		n.t.Fatalf("topology: redis-server on %s did not come up: %v\n%s", n.Addr, err, n.Log())
-	}
+	return nil
 }
 
 // Log returns the node's log file, for failure messages.
@@ -175,15 +208,4 @@ func eventually(t testing.TB, limit time.Duration, what func() string, cond func
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func freeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("topology: no free port: %v", err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }

@@ -64,11 +64,23 @@ func startNew(t testing.TB, persist bool) *Server {
 	t.Helper()
 	s := &Server{t: t, persist: persist}
 	t.Cleanup(s.Kill)
-	for attempt := 1; ; attempt++ {
+	OnFreePorts(t, func() error {
 		s.Addr, s.dir = pickAddr(t), t.TempDir()
-		err := s.launch()
+		return s.launch()
+	})
+	return s
+}
+
+// OnFreePorts calls launch, which picks fresh ports and starts a server on
+// them, until it succeeds; it tries again when a port was taken before the
+// server could bind it (ErrPortTaken), at most launchAttempts times, and
+// fails the test on any other error.
+func OnFreePorts(t testing.TB, launch func() error) {
+	t.Helper()
+	for attempt := 1; ; attempt++ {
+		err := launch()
 		if err == nil {
-			return s
+			return
 		}
 		if !errors.Is(err, ErrPortTaken) || attempt == launchAttempts {
 			t.Fatalf("redistest: %v", err)
@@ -76,7 +88,7 @@ func startNew(t testing.TB, persist bool) *Server {
 	}
 }
 
-// launchAttempts bounds the ports a new server tries (see ErrPortTaken).
+// launchAttempts bounds the ports OnFreePorts tries.
 const launchAttempts = 5
 
 // pickAddr picks a new server's address; tests replace it.

@@ -38,7 +38,7 @@ func StartClusterWithReplicas(t testing.TB, masters, replicas int) *Cluster {
 	total := masters * (1 + replicas)
 	addrs := make([]string, total)
 	for i := range total {
-		n := startNode(t, "", true, "--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
+		n := startNode(t, "", "--cluster-enabled", "yes", "--cluster-node-timeout", "2000",
 			"--save", "", "--appendonly", "no")
 		c.Nodes = append(c.Nodes, n)
 		addrs[i] = n.Addr

@@ -11,7 +11,6 @@ package topology
 
 import (
 	"context"
-	"errors"
 	"net"
 	"os"
 	"os/exec"
@@ -40,38 +39,30 @@ type Node struct {
 	cmd *exec.Cmd
 }
 
-// startNode runs redis-server with args on a free loopback port; conf, when
+// startNode runs redis-server with args on free loopback ports; conf, when
 // not empty, is written to a config file given first (sentinels need one
-// they can rewrite). With bus, the node is a cluster node and gets a free
-// port for its cluster bus too: the default, port+10000, may be taken or
-// past 65535. A port taken before the server could bind it is replaced by
-// another (redistest.ErrPortTaken).
-func startNode(t testing.TB, conf string, bus bool, args ...string) *Node {
+// they can rewrite). A cluster node ("--cluster-enabled" among args) gets a
+// free port for its cluster bus too: the default, port+10000, may be taken
+// or past 65535. A port taken before the server could bind it is replaced
+// by another (redistest.OnFreePorts).
+func startNode(t testing.TB, conf string, args ...string) *Node {
 	t.Helper()
-	for attempt := 1; ; attempt++ {
-		n := newNode(t, conf, bus, args)
-		err := n.launch()
-		if err == nil {
-			t.Cleanup(n.Kill)
-			return n
-		}
-		if !errors.Is(err, redistest.ErrPortTaken) || attempt == launchAttempts {
-			t.Fatalf("topology: %v", err)
-		}
-	}
+	var n *Node
+	redistest.OnFreePorts(t, func() error {
+		n = newNode(t, conf, slices.Contains(args, "--cluster-enabled"), args)
+		return n.launch()
+	})
+	t.Cleanup(n.Kill)
+	return n
 }
 
 // StartNode starts one redis-server with args on free loopback ports, as
-// the deployments of this package start theirs; with "--cluster-enabled"
-// among args it gets a free cluster bus port too. It is killed when the
-// test ends.
+// the deployments of this package start theirs (see startNode). It is
+// killed when the test ends.
 func StartNode(t testing.TB, args ...string) *Node {
 	t.Helper()
-	return startNode(t, "", slices.Contains(args, "--cluster-enabled"), args...)
+	return startNode(t, "", args...)
 }
-
-// launchAttempts bounds the ports a new node tries.
-const launchAttempts = 5
 
 // newNode prepares a node on fresh ports and a fresh directory.
 func newNode(t testing.TB, conf string, bus bool, args []string) *Node {

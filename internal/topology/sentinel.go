@@ -25,8 +25,8 @@ type Sentinel struct {
 func StartSentinel(t testing.TB) *Sentinel {
 	t.Helper()
 	s := &Sentinel{t: t}
-	s.Primary = startNode(t, "", false, "--save", "", "--appendonly", "no")
-	s.Replica = startNode(t, "", false, "--save", "", "--appendonly", "no", "--replicaof", "127.0.0.1", s.Primary.Port)
+	s.Primary = startNode(t, "", "--save", "", "--appendonly", "no")
+	s.Replica = startNode(t, "", "--save", "", "--appendonly", "no", "--replicaof", "127.0.0.1", s.Primary.Port)
 	Eventually(t, 20*time.Second, "replica in sync", func() bool {
 		return s.Replica.Info("replication", "master_link_status") == "up"
 	})
@@ -35,7 +35,7 @@ func StartSentinel(t testing.TB) *Sentinel {
 		"sentinel failover-timeout %[1]s 4000\n"+
 		"sentinel parallel-syncs %[1]s 1\n", MasterName, s.Primary.Port)
 	for range 3 {
-		s.Sentinels = append(s.Sentinels, startNode(t, conf, false, "--sentinel"))
+		s.Sentinels = append(s.Sentinels, startNode(t, conf, "--sentinel"))
 	}
 	Eventually(t, 30*time.Second, "sentinels see the replica and each other", func() bool {
 		for _, n := range s.Sentinels {

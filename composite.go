@@ -70,6 +70,8 @@ type policy interface {
 	ended(c *composite, a *attempt)
 	// heldLost: attempt a ended while the composite held.
 	heldLost(c *composite, a *attempt)
+	// joined: attempt a was granted while the composite held.
+	joined(c *composite, a *attempt)
 	// deadline of the composite hold from its parts' deadlines.
 	deadline(c *composite) time.Time
 }
@@ -381,10 +383,15 @@ func (h attemptHandle) Acquired(token uint64, deadline time.Time) {
 	c, a := h.c, h.a
 	c.do(func() {
 		a.held, a.token, a.deadline = true, token, deadline
-		if a.giveBack || c.state != compPending {
+		if a.giveBack {
 			return
 		}
-		c.pol.granted(c, a)
+		switch c.state {
+		case compPending:
+			c.pol.granted(c, a)
+		case compHeld:
+			c.pol.joined(c, a)
+		}
 	})
 }
 

@@ -156,4 +156,7 @@ func (p *lockAll) heldLost(c *composite, a *attempt) {
 	c.fail(c.partErr(a, fmt.Errorf("lost: %w", a.err)))
 }
 
+// joined cannot happen: every part is held before the composite is.
+func (p *lockAll) joined(*composite, *attempt) {}
+
 func (p *lockAll) deadline(c *composite) time.Time { return earliest(deadlines(c.held())) }

@@ -13,28 +13,37 @@ import (
 // one Client each, and returns at once, as Lock does.
 //
 // Each node runs the reentrant lock's own keys and scripts; the requests go
-// out in parallel. The RedLock is held once a majority (len(clients)/2+1)
-// granted and time remains; Deadline is the time until which a majority
-// keeps the hold, never earlier than Redlock's validity (the lease from
-// before the first request, less drift). A round that cannot reach a majority
-// gives back every node (those that did not answer too) and, while the wait
-// budget lasts, tries again (each round's wait is drawn at random, so that
+// out in parallel, to every node. The RedLock is held once a majority
+// (len(clients)/2+1) granted and time remains; grants that arrive later in
+// the same round join the hold rather than being given back, so that with
+// every node up the RedLock holds all of them and outlives the loss of any
+// minority. Deadline is the time until which a majority keeps the hold,
+// never earlier than Redlock's validity (the lease from before the first
+// request, less drift). A round that cannot reach a majority gives back
+// every node (those that did not answer too) and, while the wait budget
+// lasts, tries again (each round's wait is drawn at random, so that
 // competing RedLocks that split the nodes stop splitting them); when the
 // budget is spent, or a node refuses for a reason waiting cannot fix
 // (ErrWrongKind, ErrClosed…), the RedLock ends with ErrNoQuorum wrapping the
-// last node's error. The watchdog renews on every node that
-// granted; the hold lasts while a majority confirms, and Lost closes at the
-// deadline otherwise.
+// last node's error. WithWait(0) makes it one round of one try per node.
+//
+// Once held, the watchdog renews on every node that holds; the hold lasts
+// while a majority confirms, and Lost closes at the deadline otherwise. A
+// node that did not grant, or whose part was lost (it crashed, restarted,
+// or lost the key), is asked again in the background for as long as the
+// RedLock holds, so that a restarted node restores the tolerance of one
+// more failure; a node that refuses for good (ErrWrongKind…) is left alone.
 //
 // Token is monotone across holders: it is the highest token of the granting
 // majority, T, and before Acquired closes the fence counter is raised to at
-// least T on every node that answers (a majority at least), so that a later
-// majority, which shares a node with the raised ones, returns more than T.
-// The assumption: between two holds, the raised nodes that keep their data
-// still overlap every majority — with 3 nodes all raised, one node may lose
-// data (restart without persistence, failover that loses writes); more loss
-// can make tokens go backwards. See the README for what RedLock does and does
-// not protect against.
+// least T on every node that answers (a majority at least; a node that
+// joins the hold later is raised too), so that a later majority, which
+// shares a node with the raised ones, returns more than T. The assumption:
+// between two holds, the raised nodes that keep their data still overlap
+// every majority — with 3 nodes all raised, one node may lose data (restart
+// without persistence, failover that loses writes); more loss can make
+// tokens go backwards. See the README for what RedLock does and does not
+// protect against.
 func RedLock(ctx context.Context, clients []*Client, name string, opts ...Option) *Lock {
 	targets := make([]Target, len(clients))
 	for i, cl := range clients {
@@ -76,6 +85,9 @@ func (p *redLock) roundWait(c *composite) time.Duration {
 	if lease == 0 {
 		lease = c.targets[0].Client.cfg.WatchdogTimeout
 	}
+	if c.o.wait == 0 {
+		return 0 // one try on each node
+	}
 	base := max(lease/10, 2*wheelTick)
 	w := base + time.Duration(p.rng.Int64N(int64(base/2)+1))
 	if r := c.remaining(); r > 0 {
@@ -105,15 +117,13 @@ func (p *redLock) granted(c *composite, _ *attempt) {
 	if len(tokens) < p.q {
 		return
 	}
-	// A majority: stop asking the other nodes, and raise the fence on every
-	// node, the ones that did not grant too. Raising a counter never harms
-	// (tokens only need to grow), and the more nodes carry T, the more data
-	// loss a later majority can survive and still overlap one of them.
-	for _, a := range p.round {
-		if !a.held {
-			c.giveBack(a)
-		}
-	}
+	// A majority. The nodes that have not answered yet go on being asked
+	// for the rest of the round: a grant that comes later joins the hold,
+	// so that the RedLock outlives the loss of any minority of its nodes.
+	// Raise the fence on every node, the ones that did not grant too.
+	// Raising a counter never harms (tokens only need to grow), and the more
+	// nodes carry T, the more data loss a later majority can survive and
+	// still overlap one of them.
 	p.raising, p.floor = true, fenceFloor(tokens)
 	p.raiseSeq++
 	seq := p.raiseSeq
@@ -217,6 +227,30 @@ func (p *redLock) heldLost(c *composite, a *attempt) {
 		return
 	}
 	c.l.deadline.Store(p.deadline(c).UnixNano())
+	if retakes(a.err) {
+		// Ask the node again, without a wait budget, for as long as the
+		// RedLock holds: a node that comes back restores the tolerance of
+		// one more failure. fail gives the attempt back with the rest.
+		c.enqueue(a.part, -1)
+	}
+}
+
+// joined: a node granted while the RedLock holds (a late grant of the
+// first round, or a node asked again). Its counter is raised to T like the
+// others', so that it carries T for later holders even if it lost its data.
+func (p *redLock) joined(c *composite, a *attempt) {
+	c.l.deadline.Store(p.deadline(c).UnixNano())
+	if a.token < p.floor {
+		c.raiseFence(a.part, p.floor, func(*composite, uint64, error) {})
+	}
+}
+
+// retakes reports whether a node whose part ended with err is worth asking
+// again while the RedLock holds: it was busy, unreachable or lost its hold,
+// not a refusal that asking again would meet again at once.
+func retakes(err error) bool {
+	return errors.Is(err, ErrWaitTimeout) || errors.Is(err, ErrLeaseExpired) ||
+		errors.Is(err, ErrNotOwner) || errors.Is(err, ErrFailover) || errors.Is(err, ErrReplicaSync)
 }
 
 func (p *redLock) deadline(c *composite) time.Time { return quorumDeadline(deadlines(c.held()), p.q) }

@@ -86,6 +86,9 @@ type request struct {
 	Request
 	state   reqState
 	tryOnce bool
+	// heard: Redis told the request to wait, so the name is in use as its
+	// kind.
+	heard bool
 	// ambiguous: an acquire for this request may have run in Redis without
 	// its reply reaching us; if the request ends, the grant must be undone.
 	ambiguous bool
@@ -197,9 +200,12 @@ type Machine struct {
 
 	// Small slices rather than maps: a lock has few requests and owners at
 	// a time, and a client may hold a hundred thousand locks.
-	reqs   []*request // live requests, in arrival order
-	queue  []*request // pending requests without a hold of their owner, FIFO
-	owners []*owner   // every owner with a hold or an op in Redis, by creation
+	reqs  []*request // live requests, in arrival order
+	queue []*request // pending requests without a hold of their owner, FIFO
+	// parked: pending requests of another kind than the machine's, which
+	// arrived before Redis confirmed the machine's kind (see unpark).
+	parked []*request
+	owners []*owner // every owner with a hold or an op in Redis, by creation
 	nextID uint64
 
 	// The one acquire attempt in flight for the head of queue.
@@ -331,6 +337,7 @@ func (m *Machine) step(now time.Time, msg Msg) {
 			m.wake(now)
 		}
 	}
+	m.unpark(now)
 	m.kick(now)
 }
 
@@ -446,18 +453,31 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 		m.finish(r, m.shutdown)
 		return
 	}
+	if req.Wait > 0 {
+		m.schedule(TimerWait, uint64(req.ID), now.Add(req.Wait))
+	}
 	if k := kindOf(&req); k != m.kind {
 		if len(m.reqs) > 1 || len(m.owners) > 0 || m.att.req != nil {
-			// Busy as another kind, which Redis would refuse too.
-			m.finish(r, ErrWrongKind)
+			if m.kindKnown() {
+				// In use as another kind, which Redis refuses too.
+				m.finish(r, ErrWrongKind)
+				return
+			}
+			// Busy as another kind that Redis has not confirmed yet: the
+			// name may well be r's kind (the other requests' answer will
+			// tell). r waits aside until then (see unpark).
+			m.parked = append(m.parked, r)
 			return
 		}
 		m.kind = k
 	}
-	if req.Wait > 0 {
-		m.schedule(TimerWait, uint64(req.ID), now.Add(req.Wait))
-	}
-	if o := m.ownerOf(req.Field); o != nil && !o.undo {
+	m.admit(now, r)
+}
+
+// admit queues request r of the machine's kind: as a reentry of its owner's
+// hold, at the front (Kind.Jump) or at the back of the local queue.
+func (m *Machine) admit(now time.Time, r *request) {
+	if o := m.ownerOf(r.Field); o != nil && !o.undo {
 		o.waiting = append(o.waiting, r)
 		m.nextOp(now, o)
 		return
@@ -468,6 +488,55 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 		return
 	}
 	m.queue = append(m.queue, r)
+}
+
+// kindKnown reports whether Redis has confirmed that the name is in use as
+// the machine's kind: this client holds it, or a request of the kind was
+// told to wait (a name in use as another kind refuses instead).
+func (m *Machine) kindKnown() bool {
+	if len(m.owners) > 0 {
+		return true
+	}
+	for _, r := range m.queue {
+		if r.heard {
+			return true
+		}
+	}
+	return false
+}
+
+// unpark decides the requests parked behind requests of another kind: once
+// Redis confirmed that kind they end with ErrWrongKind, as Redis would
+// refuse them; once every request of that kind is over without it (refused
+// as the wrong kind, cancelled…), the first parked request's kind becomes
+// the machine's, and the parked requests of that kind are queued.
+func (m *Machine) unpark(now time.Time) {
+	if len(m.parked) == 0 {
+		return
+	}
+	if m.kindKnown() {
+		for _, r := range slices.Clone(m.parked) {
+			m.finish(r, ErrWrongKind)
+		}
+		return
+	}
+	if len(m.reqs) > len(m.parked) || len(m.owners) > 0 || m.att.req != nil {
+		return
+	}
+	m.kind = kindOf(&m.parked[0].Request)
+	keep := m.parked[:0]
+	var admit []*request
+	for _, r := range m.parked {
+		if kindOf(&r.Request) == m.kind {
+			admit = append(admit, r)
+		} else {
+			keep = append(keep, r)
+		}
+	}
+	m.parked = keep
+	for _, r := range admit {
+		m.admit(now, r)
+	}
 }
 
 // end makes request r give up (pending) or release (held) and end with err.
@@ -534,6 +603,9 @@ func (m *Machine) finish(r *request, err error) {
 		return
 	}
 	m.reqs = slices.Delete(m.reqs, i, i+1)
+	if j := slices.Index(m.parked, r); j >= 0 {
+		m.parked = slices.Delete(m.parked, j, j+1)
+	}
 	if r.Wait > 0 {
 		m.cancelTimer(TimerWait, uint64(r.ID))
 	}
@@ -768,12 +840,18 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 			r.ambiguous = true
 		}
 		m.attemptErr = msg.Err
-		if r.ending {
+		if r.ending || r.tryOnce {
+			// A request that gave up, or tries once: its one call failed,
+			// and that is its answer (a try-once never waits for a retry).
 			if r.ambiguous {
 				m.undo(now, r.Field, 1, sent.Add(r.Lease))
 			}
+			err := r.endErr
+			if !r.ending {
+				err = withLast(ErrWaitTimeout, "last error", msg.Err)
+			}
 			m.removeWaiting(r)
-			m.finish(r, r.endErr)
+			m.finish(r, err)
 			return
 		}
 		m.blockFor(now, m.nextBackoff())
@@ -825,6 +903,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		m.fieldWaitersTo(o)
 		m.nextOp(now, o)
 	case Held:
+		r.heard = true
 		// A kind that queues waiters in Redis left a place for r there,
 		// unless r only tried once.
 		r.ambiguous = m.queues(r) && !r.tryOnce
@@ -850,10 +929,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		if len(m.queue) > 0 {
 			m.subscribe(m.queue[0])
 		}
-		sleep := res.PTTL
-		if sleep <= 0 {
-			sleep = m.cfg.NoTTLRetry
-		}
+		sleep := retryAfter(res.PTTL, m.cfg.NoTTLRetry)
 		if m.queues(r) && m.cfg.WaiterTimeout > 0 {
 			// Redis may grant r while it sleeps and the grant's message may
 			// be lost: r must look again before an unconfirmed grant passes
@@ -872,6 +948,17 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		m.removeWaiting(r)
 		m.finish(r, fmt.Errorf("holdfast: owner field %q already holds the lock %d times in Redis, unknown to this client (a grant given up after an unanswered call, or another writer using this field; it ends with its lease)", r.Field, res.Count))
 	}
+}
+
+// retryAfter is how long a refused request sleeps, from the PTTL of the
+// key that holds the name: until it ends (wake-ups are hints), at once
+// when it ends within the millisecond (PTTL 0: free now), and noTTL when
+// the key has no TTL (-1) or the reply carries none.
+func retryAfter(pttl, noTTL time.Duration) time.Duration {
+	if pttl < 0 {
+		return noTTL
+	}
+	return pttl
 }
 
 // fieldWaits reports whether a pending request of field waits in the

@@ -648,3 +648,53 @@ func TestKindPolicy(t *testing.T) {
 		t.Fatalf("release %q expected %d", rel.Field, rel.Expected)
 	}
 }
+
+// TestKindRefusalEndsOnlyItsKind: a request of another kind that arrives
+// while the machine's first attempt is in flight waits for Redis's answer.
+// When Redis refuses the machine's kind (the name is in use as the other
+// one), that refusal ends only the refused kind's request, and the parked
+// request goes on as the machine's new kind; when Redis confirms the
+// machine's kind instead, the parked request is refused.
+func TestKindRefusalEndsOnlyItsKind(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	other := Request{ID: 2, Field: "c:b", Lease: lease, Watchdog: true, Wait: -1, Kind: testKind, Mode: 1}
+	none(t, d.step(Msg{Kind: MsgEnqueue, Req: other}), EffLost)
+	// Redis: the name is in use as another kind.
+	effs := d.step(Msg{Kind: MsgReply, Op: acq.Op, Reply: []int64{-2}})
+	if lost := one(t, effs, EffLost); lost.ID != 1 || !errors.Is(lost.Err, ErrWrongKind) {
+		t.Fatalf("refused request: %+v", lost)
+	}
+	next := one(t, effs, EffAcquire)
+	if next.Field != "c:b" {
+		t.Fatalf("the parked request did not try: %+v", next)
+	}
+	one(t, d.step(granted(next.Op, 1, 7)), EffAcquired)
+
+	// The other way: the machine's kind is confirmed (told to wait).
+	d = newDriver(t)
+	acq = one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+	none(t, d.step(Msg{Kind: MsgEnqueue, Req: other}), EffLost)
+	effs = d.step(Msg{Kind: MsgReply, Op: acq.Op, Reply: []int64{0, 500}})
+	if lost := one(t, effs, EffLost); lost.ID != 2 || !errors.Is(lost.Err, ErrWrongKind) {
+		t.Fatalf("parked request after the kind was confirmed: %+v", lost)
+	}
+}
+
+// TestZeroPTTLRetriesAtOnce: a refusal whose holder key has under a
+// millisecond left (PTTL 0) retries at once; only a key without a TTL (-1)
+// waits NoTTLRetry.
+func TestZeroPTTLRetriesAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		pttl int64
+		want time.Duration
+	}{{0, 0}, {-1, time.Second}, {250, 250 * time.Millisecond}} {
+		d := newDriver(t)
+		acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+		effs := d.step(Msg{Kind: MsgReply, Op: acq.Op, Reply: []int64{0, tc.pttl}})
+		sch := one(t, effs, EffSchedule)
+		if got := sch.At.Sub(d.now); sch.Timer.Kind != TimerRetry || got != tc.want {
+			t.Fatalf("PTTL %d: retry %v after (%v), want %v", tc.pttl, got, sch.Timer.Kind, tc.want)
+		}
+	}
+}

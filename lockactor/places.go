@@ -108,6 +108,7 @@ func (m *Machine) placeSettled(now time.Time, r *request, msg Msg, res AcquireRe
 		m.removeWaiting(r)
 		m.finish(r, res.Err)
 	case res.Code == Held:
+		r.heard = true
 		m.setPlaced(now, r)
 		if m.att.req == nil && !m.blocked && !m.unheard {
 			// Placed waiters wait for their grant's message (or the
@@ -115,11 +116,7 @@ func (m *Machine) placeSettled(now time.Time, r *request, msg Msg, res AcquireRe
 			// at that release would only find them queued. A message
 			// that came before this reply is not lost (unheard).
 			m.subscribe(r)
-			sleep := res.PTTL
-			if sleep <= 0 {
-				sleep = m.cfg.NoTTLRetry
-			}
-			m.blockFor(now, sleep)
+			m.blockFor(now, retryAfter(res.PTTL, m.cfg.NoTTLRetry))
 		}
 	default:
 		// A place call never takes the lock; anything else means the owner

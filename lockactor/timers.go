@@ -114,6 +114,9 @@ func (m *Machine) close(now time.Time, err error) {
 		return
 	}
 	m.shutdown = err
+	for _, r := range slices.Clone(m.parked) {
+		m.finish(r, err)
+	}
 	for _, r := range append([]*request(nil), m.queue...) {
 		m.end(now, r, err)
 	}

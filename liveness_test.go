@@ -1,0 +1,87 @@
+package holdfast_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/holdfast/holdfast"
+)
+
+// A RedLock holds every node that grants, so the crash of any one node of
+// three leaves it a majority: it stays held, renewed on the two left, and
+// Release answers.
+func TestRedLockSurvivesCrashOfAHoldingNode(t *testing.T) {
+	srvs, clients := redlockClients(t, 3, holdfast.Config{WatchdogTimeout: time.Second, CallTimeout: 200 * time.Millisecond})
+	ctx := context.Background()
+	l := holdfast.RedLock(ctx, clients, "ledger", holdfast.WithWait(5*time.Second))
+	mustAcquire(t, l)
+	// Every node holds the name (the late grants of the round joined the
+	// hold): a plain Lock on any of them is refused.
+	for i, s := range srvs {
+		waitHeldOn(t, s, "ledger", i)
+		other := newClient(t, s, holdfast.Config{})
+		mustLose(t, other.Lock(ctx, "ledger", holdfast.WithWait(0)), holdfast.ErrWaitTimeout)
+	}
+	srvs[0].Kill()
+	// Four watchdog periods later the hold lives on the other two.
+	select {
+	case <-l.Lost:
+		t.Fatalf("RedLock lost after one node of three crashed: %v", l.Err())
+	case <-time.After(4 * time.Second):
+	}
+	if !l.Deadline().After(time.Now()) {
+		t.Fatalf("deadline %v passed while held", l.Deadline())
+	}
+	rc, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := l.Release(rc); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	noLockKeys(t, srvs[1])
+	noLockKeys(t, srvs[2])
+}
+
+// waitHeldOn waits (briefly) until server s keeps a hold of name: a late grant
+// of the round may still be on its way when Acquired closes.
+func waitHeldOn(t *testing.T, s interface {
+	Keys(testing.TB) []string
+}, name string, i int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		for _, k := range s.Keys(t) {
+			if k == "holdfast:{"+name+"}" {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %d does not hold %q: keys %v", i, name, s.Keys(t))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A one-try RedLock against a held name answers after one round of calls,
+// not after a round's wait.
+func TestRedLockTryOnceAnswersAtOnce(t *testing.T) {
+	_, clients := redlockClients(t, 3, holdfast.Config{})
+	ctx := context.Background()
+	holder := holdfast.RedLock(ctx, clients, "ledger")
+	mustAcquire(t, holder)
+	start := time.Now()
+	l := holdfast.RedLock(ctx, clients, "ledger", holdfast.WithWait(0))
+	mustLose(t, l, holdfast.ErrNoQuorum)
+	took := time.Since(start)
+	t.Logf("one-try RedLock ended after %v: %v", took.Round(time.Millisecond), l.Err())
+	if took > time.Second {
+		t.Fatalf("one-try RedLock took %v to give up, want one round of calls (< 1s)", took)
+	}
+	if !errors.Is(l.Err(), holdfast.ErrWaitTimeout) {
+		t.Errorf("err %v does not wrap ErrWaitTimeout", l.Err())
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -28,10 +28,12 @@ import (
 	"github.com/holdfast/holdfast/timerwheel"
 )
 
-// Config configures a Client. Only Redis is required.
+// Config configures a Client. Only Redis is required (by New; Open dials
+// its own).
 type Config struct {
 	// Redis is the client every script call and subscription goes through.
-	// The Client does not close it.
+	// The Client does not close it. Leave it nil for Open, which dials one
+	// from a URL and closes it on Close.
 	Redis rueidis.Client
 	// Clock is the source of all time in the library. Default clock.New().
 	Clock clock.Clock

@@ -2,8 +2,11 @@
 // by a watchdog while its holder lives, woken by pub/sub instead of polling,
 // fenced by a token on every grant, and honest about loss.
 //
-//	c, err := holdfast.New(holdfast.Config{Redis: rdb}) // rdb is a rueidis.Client
-//	defer c.Close()
+//	c, err := holdfast.Open("redis://127.0.0.1:6379", holdfast.Config{})
+//	if err != nil {
+//		return err
+//	}
+//	defer c.Close() // closes the Redis client Open dialled too
 //
 //	l := c.Lock(ctx, "orders:42") // returns at once
 //	select {
@@ -12,6 +15,9 @@
 //		return l.Err()
 //	}
 //	defer l.Release(context.Background())
+//
+// Open takes the URLs of the holdfast command (an ACL user, TLS, Cluster
+// seeds, Sentinels); New takes a rueidis.Client you configured yourself.
 //
 // # Guarantees and their limits
 //

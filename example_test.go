@@ -2,50 +2,63 @@ package holdfast_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/rueidis"
+	"github.com/alicebob/miniredis/v2/server"
 
 	"github.com/holdfast/holdfast"
 )
 
-// exampleClient returns a Client on an embedded Redis (miniredis), so that
-// the examples run anywhere, and the function that closes it all. In a
-// program, Config.Redis is a rueidis client of your deployment.
-func exampleClient() (*holdfast.Client, func()) {
+// embeddedRedis starts an embedded Redis (miniredis) on a loopback port, so
+// that the examples run anywhere, and returns its URL and the function that
+// stops it. In a program, the URL names your deployment (see Open).
+func embeddedRedis() (url string, stop func()) {
 	mr := miniredis.NewMiniRedis()
 	mr.ClockTTL(true) // TTLs run on the clock, as on a real server
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: []string{"embedded"},
-		DialCtxFn: func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
-			return mr.Dial()
-		},
-		DisableCache: true, ForceSingleClient: true, AlwaysRESP2: true,
-	})
-	if err != nil {
+	if err := mr.Start(); err != nil {
 		panic(err)
 	}
-	c, err := holdfast.New(holdfast.Config{Redis: rdb})
+	// miniredis answers CLUSTER SLOTS as a one-node cluster, but has no
+	// sharded pub/sub for a cluster's wake-ups: it answers as a standalone
+	// server does instead, so that clients talk to it as to one.
+	mr.Server().SetPreHook(func(c *server.Peer, cmd string, _ ...string) bool {
+		if cmd == "CLUSTER" {
+			c.WriteError("ERR This instance has cluster support disabled")
+			return true
+		}
+		return false
+	})
+	return "redis://" + mr.Addr(), mr.Close
+}
+
+// exampleClient returns a Client on an embedded Redis and the function that
+// closes it all.
+func exampleClient() (*holdfast.Client, func()) {
+	url, stop := embeddedRedis()
+	c, err := holdfast.Open(url, holdfast.Config{})
 	if err != nil {
 		panic(err)
 	}
 	return c, func() {
 		c.Close()
-		rdb.Close()
-		mr.Close()
+		stop()
 	}
 }
 
-// Lock returns at once; Wait blocks until the lock is held, Release gives it
-// back and tells whether Redis confirmed it.
+// Open dials Redis from a URL; Lock returns at once; Wait blocks until the
+// lock is held, Release gives it back and tells whether Redis confirmed it.
 func Example() {
-	c, done := exampleClient()
-	defer done()
+	url, stop := embeddedRedis() // in a program: "redis://127.0.0.1:6379", or your deployment's URL (see Open)
+	defer stop()
+	c, err := holdfast.Open(url, holdfast.Config{})
+	if err != nil {
+		fmt.Println("no Redis:", err)
+		return
+	}
+	defer c.Close() // closes the Redis client Open dialled too
 	ctx := context.Background()
 
 	l := c.Lock(ctx, "orders:42")
@@ -60,6 +73,29 @@ func Example() {
 	// held, fencing token 1
 	// release: <nil>
 	// ended with ErrReleased: true
+}
+
+// Open takes the URLs of the holdfast command: one server, an ACL user,
+// TLS, Cluster seeds or Sentinels. A bad URL fails before anything is
+// dialled, and no error shows its password.
+func ExampleOpen() {
+	_, err := holdfast.Open("redis://billing:s3cret@10.0.0.7:6379/x/y", holdfast.Config{})
+	fmt.Println(err)
+	fmt.Println("a bad option:", errors.Is(err, holdfast.ErrInvalidOption))
+
+	url, stop := embeddedRedis()
+	defer stop()
+	c, err := holdfast.Open(url, holdfast.Config{ClientID: "billing"})
+	if err != nil {
+		fmt.Println("no Redis:", err)
+		return
+	}
+	defer c.Close()
+	fmt.Println("client", c.ClientID())
+	// Output:
+	// holdfast: invalid option: Open: redis://billing:xxxxx@10.0.0.7:6379/x/y: invalid URL path: /x/y
+	// a bad option: true
+	// client billing
 }
 
 // The channel API: select on Acquired and Lost to wait, then keep an eye on

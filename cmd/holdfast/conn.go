@@ -4,28 +4,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/holdfast/holdfast/internal/redisurl"
 )
 
 const defaultRedis = "redis://127.0.0.1:6379"
 
 // connHelp is the part of every command's help that says how to name Redis.
 const connHelp = `Redis: --redis URL, else $HOLDFAST_REDIS, else ` + defaultRedis + `. URL forms:
-  redis://HOST:PORT                              one server (HOST:PORT alone means the same)
-  redis://USER:PASSWORD@HOST:PORT/DB             ACL user and password (":PASSWORD@" for the default user)
-  rediss://HOST:PORT                             TLS; add ?skip_verify=true to skip certificate checks
-  redis://HOST1:PORT1?addr=HOST2:PORT2&addr=...  Redis Cluster: several seed nodes
-  redis://SENTINEL1:PORT?addr=SENTINEL2:PORT&master_set=NAME
-                                                 Sentinel: the primary of master set NAME; the
-                                                 URL's user and password are the primary's, and
-                                                 sentinel_username, sentinel_password the Sentinels'
-  Query options: dial_timeout, write_timeout, client_name, protocol=2.
-  Passwords are never printed; prefer $HOLDFAST_REDIS to --redis, which ps shows.
+` + redisurl.Forms + `  Passwords are never printed; prefer $HOLDFAST_REDIS to --redis, which ps shows.
 `
 
 // target is a parsed --redis: the rueidis options and a form safe to print.
@@ -34,9 +26,9 @@ type target struct {
 	display string // the URL with its password replaced by "xxxxx"
 }
 
-// parseRedis parses a --redis value with rueidis' URL syntax. A bare
-// HOST:PORT is taken as redis://HOST:PORT. Its errors never contain the
-// password, nor any part of a malformed URL that could be one.
+// parseRedis parses a --redis value with the URL syntax holdfast.Open
+// takes (package redisurl). Its errors never contain the password, nor any
+// part of a malformed URL that could be one.
 func parseRedis(flagValue string) (target, error) {
 	s := flagValue
 	if s == "" {
@@ -45,60 +37,14 @@ func parseRedis(flagValue string) (target, error) {
 	if s == "" {
 		s = defaultRedis
 	}
-	if !strings.Contains(s, "://") {
-		s = "redis://" + s
-	}
-	u, err := url.Parse(s)
+	t, err := redisurl.Parse(s)
 	if err != nil {
-		// url's messages quote pieces of the input, the password among them.
-		return target{}, usageError{"--redis: malformed URL " + scrubUserinfo(s) + " (see `holdfast help`)"}
+		return target{}, usageError{"--redis " + err.Error() + " (see `holdfast help`)"}
 	}
-	if pw, ok := u.User.Password(); ok {
-		addSecret(pw)
+	for _, s := range t.Secrets {
+		addSecret(s)
 	}
-	// The Sentinels' own credentials: rueidis' URL syntax has none, so
-	// they are taken out of the query before it parses the rest.
-	q := u.Query()
-	sentinelUser, sentinelPassword := q.Get("sentinel_username"), q.Get("sentinel_password")
-	if q.Has("sentinel_password") {
-		addSecret(sentinelPassword)
-		q.Set("sentinel_password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	display := u.Redacted()
-	q.Del("sentinel_username")
-	q.Del("sentinel_password")
-	u.RawQuery = q.Encode()
-	opt, err := rueidis.ParseURL(u.String())
-	if err != nil {
-		return target{}, usageError{fmt.Sprintf("--redis %s: %s", display, strings.TrimPrefix(err.Error(), "redis: "))}
-	}
-	if (sentinelUser != "" || sentinelPassword != "") && opt.Sentinel.MasterSet == "" {
-		return target{}, usageError{fmt.Sprintf("--redis %s: sentinel_username and sentinel_password need master_set", display)}
-	}
-	opt.Sentinel.Username, opt.Sentinel.Password = sentinelUser, sentinelPassword
-	opt.DisableCache = true // holdfast reads nothing twice: no client-side cache
-	if opt.Dialer.Timeout == 0 {
-		opt.Dialer.Timeout = 5 * time.Second
-	}
-	if opt.ConnWriteTimeout == 0 {
-		opt.ConnWriteTimeout = 5 * time.Second
-	}
-	return target{opt: opt, display: display}, nil
-}
-
-// scrubUserinfo hides everything between the scheme and the last '@' of a
-// URL that did not parse, where a password would be.
-func scrubUserinfo(s string) string {
-	rest := s
-	scheme := ""
-	if i := strings.Index(s, "://"); i >= 0 {
-		scheme, rest = s[:i+3], s[i+3:]
-	}
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		rest = "xxxxx" + rest[i:]
-	}
-	return scheme + rest
+	return target{opt: t.Option, display: t.Display}, nil
 }
 
 // connect dials Redis and checks that it answers as the user given.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redistest"
 )
 
 // A RedLock holds every node that grants, so the crash of any one node of
@@ -84,4 +85,60 @@ func TestRedLockTryOnceAnswersAtOnce(t *testing.T) {
 	if err := holder.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Five fair holders whose 500 ms leases run out unreleased are granted in
+// arrival order, each within a round trip and a tick of the previous
+// lease's end (400 ms is a generous bound for a loaded machine; the
+// WaiterTimeout, 5 s, is what a stalled queue would cost).
+func TestFairExpiredHoldsPassOnInOrder(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const n, lease = 5, 500 * time.Millisecond
+	locks := make([]*holdfast.Lock, n)
+	inspector := newClient(t, srv, holdfast.Config{})
+	for i := range locks {
+		c := newClient(t, srv, holdfast.Config{})
+		locks[i] = c.FairLock(ctx, "payouts", holdfast.WithLease(lease), holdfast.WithWait(20*time.Second))
+		if i == 0 {
+			mustAcquire(t, locks[0])
+			continue
+		}
+		// Queued in Redis before the next one asks: arrival order is known.
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			info, err := inspector.Inspect(ctx, "payouts")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Waiters >= i {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiter %d not queued: %+v", i, info)
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	for i := 1; i < n; i++ {
+		prevEnd := locks[i-1].Deadline() // the previous hold's validity end, on our clock
+		select {
+		case <-locks[i].Acquired:
+		case <-locks[i].Lost:
+			t.Fatalf("holder %d lost before acquired: %v", i, locks[i].Err())
+		case <-time.After(10 * time.Second):
+			t.Fatalf("holder %d not granted 10s after the previous lease", i)
+		}
+		late := time.Since(prevEnd)
+		t.Logf("holder %d granted %v after the previous hold's deadline", i, late.Round(time.Millisecond))
+		for j := i + 1; j < n; j++ {
+			if isClosed(locks[j].Acquired) {
+				t.Fatalf("holder %d granted before holder %d: not in arrival order", j, i)
+			}
+		}
+		if late > 400*time.Millisecond {
+			t.Fatalf("holder %d granted %v after the previous lease ended, want within 400ms", i, late)
+		}
+	}
+	mustLose(t, locks[n-1], holdfast.ErrLeaseExpired)
 }

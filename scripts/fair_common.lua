@@ -98,9 +98,12 @@ local function granted(H)
 end
 
 -- take makes field the holder: count 1, the lease, a new fencing token.
+-- The hash's TTL becomes the lease, shorter or not: a grant waiting for its
+-- confirmation kept the hash for WaiterTimeout, and a hold that outlived its
+-- holder's lease in Redis would stall the queue behind it.
 local function take(H, F, L, field, lease)
   redis.call('hset', H, field, 1, 'kind', 'fair')
-  extend(H, lease)
+  redis.call('pexpire', H, lease)
   local token = fence_take(F, L) -- the one place a fair grant takes its token
   return {1, 1, token}
 end

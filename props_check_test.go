@@ -91,6 +91,15 @@ func holds(w *sim.World) []hold {
 }
 
 func (p *propWorld) check(t *rapid.T) {
+	// Liveness (b): a try-once Lock is decided within one call, whatever
+	// the faults (a partitioned client's call times out), unless its client
+	// was paused.
+	for _, tr := range p.locks {
+		if tr.tryOnce && !tr.paused && !isClosed(tr.l.Acquired) && !isClosed(tr.l.Lost) && p.w.Now().Sub(tr.at) > p.oneTry {
+			t.Fatalf("one try: a WithWait(0) Lock made at %v is still pending at %v (bound %v)",
+				tr.at.Sub(sim.Start), p.w.Now().Sub(sim.Start), p.oneTry)
+		}
+	}
 	hs := holds(p.w)
 	// Exclusion: no two owners validly hold one name at the same instant,
 	// unless a disruption lies between the two grants: a data roll-back

@@ -27,6 +27,11 @@ type tracked struct {
 	client    int
 	cancel    context.CancelFunc
 	wasHeld   bool // Acquired was closed when last looked at
+	// tryOnce: WithWait(0), made at World time at; paused: its client was
+	// paused since (its calls wait for the resume).
+	tryOnce bool
+	at      time.Time
+	paused  bool
 	lostSeen  bool
 	cancelled bool
 }
@@ -36,7 +41,13 @@ type propWorld struct {
 	clients []*holdfast.Client
 	paused  []bool
 	locks   []*tracked
+	// oneTry bounds a try-once Lock's life in virtual time: one call (its
+	// answer, or its timeout) and nothing more.
+	oneTry time.Duration
 }
+
+// simCallTimeout is sim.Config's default CallTimeout.
+const simCallTimeout = 200 * time.Millisecond
 
 func isClosed(ch <-chan struct{}) bool {
 	select {
@@ -55,7 +66,7 @@ func TestLockProperties(t *testing.T) {
 			MaxDelay:       time.Duration(rapid.IntRange(1, 20).Draw(rt, "maxDelayMs")) * time.Millisecond,
 			ReplicationLag: time.Duration(rapid.IntRange(1, 50).Draw(rt, "lagMs")) * time.Millisecond,
 		}
-		p := &propWorld{w: sim.New(cfg)}
+		p := &propWorld{w: sim.New(cfg), oneTry: simCallTimeout + 2*cfg.MaxDelay + 20*time.Millisecond}
 		for i := 0; i < 3; i++ {
 			p.clients = append(p.clients, p.w.NewClient(sim.ClientConfig{
 				WatchdogTimeout: time.Duration(rapid.IntRange(300, 3000).Draw(rt, "watchdogMs")) * time.Millisecond,
@@ -113,14 +124,16 @@ func (p *propWorld) lockOn(t *rapid.T, i int, name string) {
 	if rapid.Bool().Draw(t, "fixedLease") {
 		opts = append(opts, holdfast.WithLease(time.Duration(rapid.IntRange(200, 3000).Draw(t, "leaseMs"))*time.Millisecond))
 	}
+	tryOnce := false
 	switch rapid.IntRange(0, 2).Draw(t, "wait") {
 	case 1:
+		tryOnce = true
 		opts = append(opts, holdfast.WithWait(0))
 	case 2:
 		opts = append(opts, holdfast.WithWait(time.Duration(rapid.IntRange(1, 5000).Draw(t, "waitMs"))*time.Millisecond))
 	}
 	l := p.clients[i].Lock(ctx, name, opts...)
-	p.locks = append(p.locks, &tracked{l: l, client: i, cancel: cancel})
+	p.locks = append(p.locks, &tracked{l: l, client: i, cancel: cancel, tryOnce: tryOnce, at: p.w.Now(), paused: p.paused[i]})
 }
 
 // live returns the tracked Locks not yet over whose client is not paused.
@@ -183,6 +196,11 @@ func (p *propWorld) pause(t *rapid.T) {
 	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
 	p.w.Pause(p.clients[i])
 	p.paused[i] = true
+	for _, tr := range p.locks {
+		if tr.client == i {
+			tr.paused = true
+		}
+	}
 }
 
 func (p *propWorld) resume(t *rapid.T) {

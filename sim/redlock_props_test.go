@@ -1,0 +1,112 @@
+package sim_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/sim"
+)
+
+// TestRedLockLivenessProperties: liveness of RedLock, in virtual time, over
+// 3 or 5 deployments of which a minority (drawn once per run) suffers any
+// fault (down, revived, restarted empty, failed over losing writes, with or
+// without an away time), while the majority stays reachable and keeps its
+// data:
+//
+//   - (a) a RedLock, once held, stays held (Lost stays open, the deadline
+//     stays ahead) until its holder releases it: it holds every node that
+//     grants and renews on all of them, so no minority fault can end it;
+//   - (b) a one-try RedLock (WithWait(0)) of a rival ends within one round
+//     of calls: a call's timeout, a round trip for the answers and a round
+//     trip to give back what it took, never a round's wait;
+//   - exclusion: the rival is never granted while the holder holds.
+func TestRedLockLivenessProperties(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		n := rapid.SampledFrom([]int{3, 5}).Draw(rt, "nodes")
+		maxDelay := time.Duration(rapid.IntRange(1, 10).Draw(rt, "maxDelayMs")) * time.Millisecond
+		const callTimeout = 200 * time.Millisecond
+		w := sim.New(sim.Config{
+			Seed:        rapid.Int64().Draw(rt, "seed"),
+			MaxDelay:    maxDelay,
+			CallTimeout: callTimeout,
+		})
+		lease := time.Duration(rapid.IntRange(300, 3000).Draw(rt, "watchdogMs")) * time.Millisecond
+		faulty := rapid.IntRange(1, n-(n/2+1)).Draw(rt, "faulty") // nodes 0..faulty-1
+		var deps []*sim.Deployment
+		var holderClients, rivalClients []*holdfast.Client
+		for i := 0; i < n; i++ {
+			d := w.NewDeployment()
+			deps = append(deps, d)
+			holderClients = append(holderClients, d.NewClient(sim.ClientConfig{ID: "h" + strconv.Itoa(i), WatchdogTimeout: lease}))
+			rivalClients = append(rivalClients, d.NewClient(sim.ClientConfig{ID: "r" + strconv.Itoa(i), WatchdogTimeout: lease}))
+		}
+		holder := holdfast.RedLock(context.Background(), holderClients, "ledger")
+		for i := 0; i < 400 && !acquired(holder); i++ {
+			w.Advance(5 * time.Millisecond)
+		}
+		if !acquired(holder) || lost(holder) {
+			rt.Fatalf("the RedLock was not granted with every node up: %v", holder.Err())
+		}
+		// One round of calls, for a one-try RedLock: its calls' answer or
+		// timeout, then the release of what it took, plus the wheel's ticks.
+		bound := callTimeout + 4*maxDelay + 30*time.Millisecond
+		held := func(t *rapid.T) {
+			if lost(holder) {
+				t.Fatalf("the RedLock was lost at %v with a majority of its nodes up and intact: %v", w.Now().Sub(sim.Start), holder.Err())
+			}
+			if !w.Now().Before(holder.Deadline()) {
+				t.Fatalf("the RedLock's deadline %v passed at %v", holder.Deadline().Sub(sim.Start), w.Now().Sub(sim.Start))
+			}
+		}
+		rt.Repeat(map[string]func(*rapid.T){
+			"advance": func(t *rapid.T) {
+				w.Advance(time.Duration(rapid.IntRange(1, 2000).Draw(t, "ms")) * time.Millisecond)
+			},
+			"fault": func(t *rapid.T) {
+				d := deps[rapid.IntRange(0, faulty-1).Draw(t, "node")]
+				away := time.Duration(rapid.IntRange(0, 3000).Draw(t, "awayMs")) * time.Millisecond
+				switch rapid.IntRange(0, 3).Draw(t, "fault") {
+				case 0:
+					d.Down()
+				case 1:
+					d.Revive()
+				case 2:
+					d.Restart(away)
+				case 3:
+					d.Failover(away)
+				}
+			},
+			"tryonce": func(t *rapid.T) {
+				held(t)
+				start := w.Now()
+				rival := holdfast.RedLock(context.Background(), rivalClients, "ledger", holdfast.WithWait(0))
+				for !lost(rival) && !acquired(rival) && w.Now().Sub(start) <= bound {
+					w.Advance(time.Millisecond)
+				}
+				if acquired(rival) && !lost(rival) {
+					t.Fatalf("a rival RedLock was granted while the holder holds (token %d)", rival.Token())
+				}
+				if !lost(rival) {
+					t.Fatalf("a one-try RedLock is still pending %v after it started (bound %v)", w.Now().Sub(start), bound)
+				}
+				if !errors.Is(rival.Err(), holdfast.ErrNoQuorum) {
+					t.Fatalf("one-try RedLock ended with %v, want ErrNoQuorum", rival.Err())
+				}
+			},
+			"": held,
+		})
+		holder.Release(cancelled)
+		for i := 0; i < 2000 && !lost(holder); i++ {
+			w.Advance(5 * time.Millisecond)
+		}
+		if !lost(holder) {
+			rt.Fatalf("Release did not end the RedLock")
+		}
+	})
+}

@@ -27,7 +27,8 @@ go test -race -count=1 "$@" ./...
 # reentrant lock's (a hundred times rapid's default; about a minute on two
 # cores, docs/simulation.md) and 1,000 of the fair and read-write locks',
 # after the committed fail files under testdata/rapid/ that every run
-# replays first.
+# replays first; and 1,000 of the RedLock liveness property's (sim).
 go test -count=1 -run '^TestLockProperties$' -rapid.checks=10000 "$@" .
 go test -count=1 -run 'TestRWLockProperties' -rapid.checks=1000 "$@" .
 go test -count=1 -run '^TestFairLockProperties$' -rapid.checks=1000 "$@" .
+go test -count=1 -run '^TestRedLockLivenessProperties$' -rapid.checks=1000 "$@" ./sim

@@ -23,15 +23,15 @@ import (
 
 // tracked is one Lock the test made.
 type tracked struct {
-	l         *holdfast.Lock
-	client    int
-	cancel    context.CancelFunc
-	wasHeld   bool // Acquired was closed when last looked at
+	l       *holdfast.Lock
+	client  int
+	cancel  context.CancelFunc
+	wasHeld bool // Acquired was closed when last looked at
 	// tryOnce: WithWait(0), made at World time at; paused: its client was
 	// paused since (its calls wait for the resume).
-	tryOnce bool
-	at      time.Time
-	paused  bool
+	tryOnce   bool
+	at        time.Time
+	paused    bool
 	lostSeen  bool
 	cancelled bool
 }

@@ -51,7 +51,7 @@ func TestFairLockProperties(t *testing.T) {
 			MaxDelay:       time.Duration(rapid.IntRange(1, 20).Draw(rt, "maxDelayMs")) * time.Millisecond,
 			ReplicationLag: time.Duration(rapid.IntRange(1, 50).Draw(rt, "lagMs")) * time.Millisecond,
 		}
-		p := &propWorld{w: sim.New(cfg)}
+		p := &propWorld{w: sim.New(cfg), oneTry: simCallTimeout + 2*cfg.MaxDelay + 20*time.Millisecond}
 		f := &fairWorld{propWorld: p, margin: 5*cfg.MaxDelay + time.Millisecond}
 		for i := 0; i < 3; i++ {
 			watchdog := time.Duration(rapid.IntRange(300, 3000).Draw(rt, "watchdogMs")) * time.Millisecond
@@ -105,21 +105,24 @@ func (f *fairWorld) crowd(t *rapid.T) {
 
 func (f *fairWorld) fairOn(t *rapid.T, i int) {
 	ctx, cancel := context.WithCancel(context.Background())
-	if owner := rapid.SampledFrom([]string{"", "", "x"}).Draw(t, "owner"); owner != "" {
+	owner := rapid.SampledFrom([]string{"", "", "x"}).Draw(t, "owner")
+	if owner != "" {
 		ctx = holdfast.WithOwner(ctx, owner) // reentry: the one allowed overtaking
 	}
 	var opts []holdfast.Option
 	if rapid.Bool().Draw(t, "fixedLease") {
 		opts = append(opts, holdfast.WithLease(time.Duration(rapid.IntRange(200, 3000).Draw(t, "leaseMs"))*time.Millisecond))
 	}
+	tryOnce := false
 	switch rapid.IntRange(0, 3).Draw(t, "wait") {
 	case 1:
+		tryOnce = true
 		opts = append(opts, holdfast.WithWait(0))
 	case 2:
 		opts = append(opts, holdfast.WithWait(time.Duration(rapid.IntRange(1, 5000).Draw(t, "waitMs"))*time.Millisecond))
 	}
 	l := f.clients[i].FairLock(ctx, "f", opts...)
-	f.locks = append(f.locks, &tracked{l: l, client: i, cancel: cancel})
+	f.locks = append(f.locks, &tracked{l: l, client: i, cancel: cancel, tryOnce: tryOnce, at: f.w.Now(), paused: f.paused[i]})
 }
 
 // plain asks for a plain Lock on "f" (refused while "f" is used as fair)
@@ -136,6 +139,11 @@ func (f *fairWorld) pause(t *rapid.T) {
 	i := rapid.IntRange(0, len(f.clients)-1).Draw(t, "client")
 	f.w.Pause(f.clients[i])
 	f.paused[i] = true
+	for _, tr := range f.locks {
+		if tr.client == i {
+			tr.paused = true
+		}
+	}
 	f.cuts[i] = append(f.cuts[i], cut{from: f.w.Now()})
 }
 
@@ -220,6 +228,7 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 		}
 		return false
 	}
+	plain := map[string]*fairReq{}
 	for _, e := range f.w.History() {
 		if e.Name != "f" {
 			continue
@@ -228,7 +237,9 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 		switch e.Kind {
 		case sim.Enqueued:
 			if e.Lock != "fair" {
-				continue // a plain Lock on "f" waits outside the fair queue
+				// A plain Lock on "f" waits outside the fair queue.
+				plain[key] = &fairReq{client: e.Client, enqueued: e.At}
+				continue
 			}
 			r := &fairReq{client: e.Client, field: e.Field, clientIdx: index[e.Client], enqueued: e.At}
 			reqs[key] = r
@@ -241,8 +252,26 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 			if r := reqs[key]; r != nil {
 				r.ended = e.At
 			}
+			if r := plain[key]; r != nil {
+				r.ended = e.At
+			}
 		case sim.CallFailed:
 			failed[e.Client] = append(failed[e.Client], e.At)
+		}
+	}
+	// A fair request that asks while a plain Lock of its client on "f" is
+	// pending waits aside until Redis has answered which kind "f" is (the
+	// plain Lock ends, refused as the wrong kind): it asks, as far as the
+	// queue can tell, only then.
+	for _, a := range order {
+		for _, p := range plain {
+			if p.client == a.client && !p.enqueued.After(a.enqueued) && (p.ended.IsZero() || p.ended.After(a.enqueued)) {
+				if p.ended.IsZero() {
+					a.enqueued = never
+				} else if p.ended.After(a.enqueued) {
+					a.enqueued = p.ended
+				}
+			}
 		}
 	}
 	// A place in Redis belongs to an owner field: a request that asks while
@@ -279,6 +308,9 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 		}
 	}
 }
+
+// never is a time after every World time.
+var never = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // cutWithin reports whether client i was cut off at any time in [from, to].
 func (f *fairWorld) cutWithin(i int, from, to time.Time) bool {

@@ -128,10 +128,7 @@ func (p *propWorld) lockOn(t *rapid.T, i int, name string) {
 	tryOnce := false
 	switch rapid.IntRange(0, 2).Draw(t, "wait") {
 	case 1:
-		// The one-try bound is checked for fresh requests: a reentry
-		// (WithOwner) waits for its owner's call in flight, which retries
-		// while Redis does not answer (left open: see the round's notes).
-		tryOnce = owner == ""
+		tryOnce = true
 		opts = append(opts, holdfast.WithWait(0))
 	case 2:
 		opts = append(opts, holdfast.WithWait(time.Duration(rapid.IntRange(1, 5000).Draw(t, "waitMs"))*time.Millisecond))

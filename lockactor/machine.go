@@ -465,7 +465,13 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 			}
 			// Busy as another kind that Redis has not confirmed yet: the
 			// name may well be r's kind (the other requests' answer will
-			// tell). r waits aside until then (see unpark).
+			// tell). r waits aside until then (see unpark); a try-once
+			// request cannot try now, and ends as behind an attempt in
+			// flight.
+			if r.tryOnce {
+				m.finish(r, ErrWaitTimeout)
+				return
+			}
 			m.parked = append(m.parked, r)
 			return
 		}
@@ -478,6 +484,13 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 // hold, at the front (Kind.Jump) or at the back of the local queue.
 func (m *Machine) admit(now time.Time, r *request) {
 	if o := m.ownerOf(r.Field); o != nil && !o.undo {
+		if r.tryOnce && (o.op.kind != opNone || len(o.waiting) > 0) {
+			// A try-once reentry behind its owner's call in flight (whose
+			// retries the owner may wait for) cannot try now: it ends, as
+			// a fresh one behind an attempt in flight does.
+			m.finish(r, ErrWaitTimeout)
+			return
+		}
 		o.waiting = append(o.waiting, r)
 		m.nextOp(now, o)
 		return

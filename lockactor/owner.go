@@ -221,8 +221,13 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResu
 	o.op.kind, o.op.req = opNone, nil
 	switch msg.Fault {
 	case Transient, Demoted:
-		if r.ending {
-			m.finish(r, r.endErr)
+		if r.ending || r.tryOnce {
+			// Gave up, or tried once: the failed call is its answer.
+			err := r.endErr
+			if !r.ending {
+				err = withLast(ErrWaitTimeout, "last error", msg.Err)
+			}
+			m.finish(r, err)
 			m.nextOp(now, o)
 			return
 		}
@@ -239,6 +244,16 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResu
 		// Repeat to learn the outcome, even for a request that gave up.
 		o.op.kind, o.op.req, o.op.unsure = opAcquire, r, true
 		m.opBackoff(now, o)
+		if r.tryOnce {
+			// A try-once ends now (with its cause, if it gave up before);
+			// the repeat settles its call in the background (a reentry it
+			// made is given back).
+			err := r.endErr
+			if !r.ending {
+				err = withLast(ErrWaitTimeout, "last error", msg.Err)
+			}
+			m.giveUp(now, r, err)
+		}
 		return
 	case Permanent:
 		o.waiting = append([]*request{r}, o.waiting...)

@@ -6,6 +6,7 @@
 # Replay a printed seed (rapid then shrinks it and prints the steps):
 #   go test -run '^TestLockProperties$' -rapid.seed=SEED .
 # Environment: SOAK_RUN (test regexp, default ^TestLockProperties$),
+# SOAK_PKG (its package, default .; e.g. ./sim for TestRedLockLivenessProperties),
 # SOAK_BATCH (checks per batch, default 500), SOAK_JOBS (parallel batches,
 # default the number of cores), SOAK_SHRINK (rapid's shrink time per failure,
 # default 1s: the seed is what matters).
@@ -18,13 +19,18 @@ if ! [[ "$total" =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 run=${SOAK_RUN:-'^TestLockProperties$'}
+pkg=${SOAK_PKG:-.}
 batch=${SOAK_BATCH:-500}
 jobs=${SOAK_JOBS:-$(nproc)}
 shrink=${SOAK_SHRINK:-1s}
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-go test -c -o "$tmp/props.test" .
+go test -c -o "$tmp/props.test" "$pkg"
+if [ -z "$("$tmp/props.test" -test.list "$run")" ]; then
+  echo "soak: no test of package $pkg matches $run (set SOAK_PKG for a test outside the root package)" >&2
+  exit 2
+fi
 
 # worker W runs batches W, W+jobs, W+2*jobs, ... and appends "checks failures"
 # to $tmp/count.W. It runs in $tmp, so the committed fail files (which CI

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/benbjohnson/clock"
 
 	"github.com/holdfast/holdfast/lockactor"
-	"github.com/holdfast/holdfast/scripts"
 )
 
 // A composite is the coordinator behind LockAll and RedLock. It runs ordinary
@@ -187,7 +185,8 @@ func (c *composite) enqueue(p int, wait time.Duration) *attempt {
 	c.live++
 	t := c.targets[p]
 	c.out = append(c.out, func() {
-		ref, err := t.Client.enqueuePart(t.Name, c.owner, c.o.lease, wait, attemptHandle{c, a})
+		req := t.Client.newRequest(c.owner, c.o.lease, wait, nil, 0)
+		ref, err := t.Client.eng.Enqueue(t.Name, req, attemptHandle{c, a})
 		if err != nil {
 			attemptHandle{c, a}.Lost(err)
 			return
@@ -203,26 +202,6 @@ func (c *composite) enqueue(p int, wait time.Duration) *attempt {
 		})
 	})
 	return a
-}
-
-// enqueuePart starts an ordinary reentrant request for a composite's part,
-// heard back through h. owner "" gives the request an owner of its own.
-func (c *Client) enqueuePart(name, owner string, lease, wait time.Duration, h lockactor.Handle) (lockactor.Ref, error) {
-	id := c.nextID.Add(1)
-	if owner == "" {
-		owner = "~" + strconv.FormatUint(id, 10)
-	}
-	req := lockactor.Request{
-		ID:       lockactor.ReqID(id),
-		Field:    scripts.Field(c.cfg.ClientID, c.instance, owner),
-		Lease:    lease,
-		Watchdog: lease == 0,
-		Wait:     wait,
-	}
-	if req.Watchdog {
-		req.Lease = c.cfg.WatchdogTimeout
-	}
-	return c.eng.Enqueue(name, req, h)
 }
 
 // giveBack releases attempt a (or cancels it while pending); it is no longer

@@ -34,6 +34,13 @@
 // for the watchdog's batches. A runtime therefore runs any script the same
 // way, and a new script is wired in no runtime.
 //
+// The kernel's files follow a request's life, one chapter each: machine.go
+// (the Machine, its state and Step), arrive.go (arrival and queueing),
+// attempt.go (attempts and their replies), places.go (places in a queue
+// kept by Redis, for kinds that have one), hold.go (owners, deadlines,
+// renewal, loss), release.go (release, handoff and undo), timers.go
+// (timers and shutdown) and dormant.go (a quiet hold asleep as a record).
+//
 // # Kinds
 //
 // What differs between kinds of lock is a Kind: a table of functions and

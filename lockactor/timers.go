@@ -6,43 +6,7 @@ import (
 	"time"
 )
 
-// Renewal, timers and shutdown.
-
-func (m *Machine) renewReply(now time.Time, msg Msg) {
-	for _, r := range m.queue {
-		if r.keepOp == msg.Op {
-			m.keepAliveReply(now, r, msg)
-			return
-		}
-	}
-	o := m.ownerGen(msg.Op)
-	if o == nil {
-		return
-	}
-	o.renewInFlight = false
-	if !o.watchdog {
-		return
-	}
-	switch {
-	case msg.Fault == Demoted:
-		// Waiting out the lease would leave this hold believed while the new
-		// primary may grant the lock elsewhere.
-		m.ownerLost(now, o, fmt.Errorf("%w: renewal refused: %v", ErrFailover, msg.Err))
-	case msg.Fault == Permanent:
-		m.ownerLost(now, o, msg.Err)
-	case msg.Fault == NoFault && !msg.Renewed:
-		m.ownerLost(now, o, ErrNotOwner)
-	case msg.Fault != NoFault:
-		o.renewErr = msg.Err
-		// Try again soon; the deadline timer ends the hold if none succeeds.
-		if retry := now.Add(m.cfg.Backoff); retry.Before(o.renewNext) {
-			m.schedule(TimerRenew, o.gen, retry)
-		}
-	default:
-		o.renewErr = nil
-		m.extendDeadline(o, Validity(msg.Sent, o.renewLease))
-	}
-}
+// Timers and shutdown: what the wheel and Close bring to the machine.
 
 // --- timers ---
 

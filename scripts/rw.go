@@ -36,7 +36,7 @@ var (
 var (
 	RWAcquireScript   = NewScript("rw_acquire", RWAcquire)
 	RWReleaseScript   = noSync(NewScript("rw_release", RWRelease))
-	RWRenewScript     = NewScript("rw_renew", RWRenew)
+	RWRenewScript     = withHoldKey(NewScript("rw_renew", RWRenew), RWLeaseKey)
 	RWKeepAliveScript = NewScript("rw_keepalive", RWKeepAlive)
 )
 
@@ -82,6 +82,12 @@ func RWModeOf(holdField string) (m RWMode, ownerField string, ok bool) {
 		return m, holdField[:n-2], true
 	}
 	return 0, "", false
+}
+
+// withHoldKey sets s.HoldKey to k and returns s.
+func withHoldKey(s *Script, k func(name, field string) string) *Script {
+	s.HoldKey = k
+	return s
 }
 
 // RWLeaseKey is the key whose TTL is the lease of the hold holdField on name;

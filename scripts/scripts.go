@@ -109,6 +109,19 @@ type Script struct {
 	// loses leaves a hold that ends with its lease, and any later synced
 	// write carries it to the replicas, as replication keeps order.
 	NoSync bool
+	// HoldKey, for a batch script of the renewal shape, names the key whose
+	// TTL bounds the hold the renewal of field on name extends (the read-
+	// write lock's per-hold lease key); nil: the lock key itself.
+	HoldKey func(name, field string) string
+}
+
+// RenewedKey is the key whose TTL bounds the hold a renewal by s of field
+// on name extends.
+func (s *Script) RenewedKey(name, field string) string {
+	if s.HoldKey != nil {
+		return s.HoldKey(name, field)
+	}
+	return LockKey(name)
 }
 
 var all []*Script

@@ -348,7 +348,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 		// Renewals are not batched here: one call per renewal keeps the
 		// simulated schedule simple, and batching changes no outcome.
 		op, sent := e.Op, c.now()
-		w.sendWatching(c, e.Script.Src, []string{e.Key}, []string{e.Field, scripts.Millis(e.Lease)}, holdKey(name, e),
+		w.sendWatching(c, e.Script.Src, []string{e.Key}, []string{e.Field, scripts.Millis(e.Lease)}, e.Script.RenewedKey(name, e.Field),
 			func(r Reply, f lockactor.Fault) {
 				renewed := f == lockactor.NoFault && len(r.Array) == 1 && r.Array[0].Int == 1
 				if renewed {
@@ -451,13 +451,4 @@ func ints(r Reply) ([]int64, error) {
 		return vals, nil
 	}
 	return nil, fmt.Errorf("sim: script reply %v is not an integer or an array", r)
-}
-
-// holdKey is the key whose TTL bounds the hold a renewal extends: the lock
-// hash, or for the read-write kind the hold's own lease key.
-func holdKey(name string, e lockactor.Effect) string {
-	if e.Script == scripts.RWRenewScript {
-		return scripts.RWLeaseKey(name, e.Field)
-	}
-	return e.Key
 }

@@ -2,76 +2,30 @@ package lockactor
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
 )
 
-// Owners: holds, reentry and release, one Redis operation per owner field
-// at a time.
+// Chapter 4, release and undo: an owner's one Redis operation at a time
+// (reentry, release, local handoff), repeated until its outcome is known,
+// and the undo of a grant nobody wants any more.
 
-func (m *Machine) newOwner(field string, count int64, token uint64) *owner {
-	if prev := m.ownerOf(field); prev != nil {
-		prev.current = false
-	}
-	o := &owner{gen: m.id(), field: field, count: count, token: token, current: true}
-	o.op.backoff = m.cfg.Backoff
-	o.held, o.waiting = o.heldBuf[:0], o.waitBuf[:0]
-	m.owners = append(m.owners, o)
-	return o
-}
-
-// grant makes r a holder through o, with a lease whose request was sent at sent.
-func (m *Machine) grant(now time.Time, o *owner, r *request, sent time.Time) {
-	r.state, r.owner, r.ambiguous = stateHeld, o, false
-	if r.Wait > 0 {
-		m.cancelTimer(TimerWait, uint64(r.ID))
-	}
-	o.held = append(o.held, r)
-	o.lease = max(o.lease, r.Lease)
-	m.extendDeadline(o, Validity(sent, r.Lease))
-	if r.Watchdog && !o.watchdog {
-		o.watchdog = true
-		o.renewNext = firstRenewal(sent, r.Lease)
-		m.schedule(TimerRenew, o.gen, o.renewNext)
-	}
-	r.granted = true
-	m.emit(Effect{Kind: EffAcquired, ID: r.ID, Token: o.token, At: o.deadline})
-}
-
-// extendDeadline moves owner o's validity deadline to d when d is later,
-// and tells each holder already told of a deadline. A deadline never moves
-// back: a shorter lease taken inside a longer one cannot cut it (the
-// scripts only ever extend a TTL).
-func (m *Machine) extendDeadline(o *owner, d time.Time) {
-	if !d.After(o.deadline) {
+func (m *Machine) release(now time.Time, id ReqID) {
+	r := m.req(id)
+	if r == nil {
+		m.emit(Effect{Kind: EffReleaseDone, ID: id, Err: ErrNotHeld})
 		return
 	}
-	o.deadline = d
-	m.schedule(TimerDeadline, o.gen, d.Add(-m.cfg.Slack))
-	for _, h := range o.held {
-		if h.granted {
-			m.emit(Effect{Kind: EffDeadline, ID: h.ID, At: d})
-		}
+	r.releaseAsked = true
+	switch r.state {
+	case statePending:
+		m.end(now, r, ErrReleased)
+	case stateHeld:
+		r.endErr = ErrReleased
+		m.askRelease(now, r)
+	case stateReleasing:
 	}
-}
-
-// firstRenewal is when a hold granted by a request sent at sent first
-// renews: lease/3 later, moved back onto a grid of lease/30 steps, so that
-// holds taken at about the same time renew in the same tick and the
-// watchdog sends them in full batches. Renewing early is always safe.
-func firstRenewal(sent time.Time, lease time.Duration) time.Time {
-	at := sent.Add(lease / 3)
-	q := int64(lease / 30)
-	if q <= 0 {
-		return at
-	}
-	off := at.UnixNano() % q
-	if off < 0 {
-		off += q
-	}
-	return at.Add(-time.Duration(off))
 }
 
 // askRelease queues the release of held request r on its owner.
@@ -216,108 +170,6 @@ func (m *Machine) undo(now time.Time, field string, count int64, until time.Time
 	m.startRelease(now, o, nil, count)
 }
 
-func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResult) {
-	r := o.op.req
-	o.op.kind, o.op.req = opNone, nil
-	switch msg.Fault {
-	case Transient, Demoted:
-		if r.ending || r.tryOnce {
-			// Gave up, or tried once: the failed call is its answer.
-			err := r.endErr
-			if !r.ending {
-				err = withLast(ErrWaitTimeout, "last error", msg.Err)
-			}
-			m.finish(r, err)
-			m.nextOp(now, o)
-			return
-		}
-		o.waiting = append([]*request{r}, o.waiting...)
-		m.opBackoff(now, o)
-		return
-	case Ambiguous:
-		if m.shutdown != nil {
-			// Closing: the release of the whole field settles it.
-			m.finish(r, m.shutdown)
-			m.nextOp(now, o)
-			return
-		}
-		// Repeat to learn the outcome, even for a request that gave up.
-		o.op.kind, o.op.req, o.op.unsure = opAcquire, r, true
-		m.opBackoff(now, o)
-		if r.tryOnce {
-			// A try-once ends now (with its cause, if it gave up before);
-			// the repeat settles its call in the background (a reentry it
-			// made is given back).
-			err := r.endErr
-			if !r.ending {
-				err = withLast(ErrWaitTimeout, "last error", msg.Err)
-			}
-			m.giveUp(now, r, err)
-		}
-		return
-	case Permanent:
-		o.waiting = append([]*request{r}, o.waiting...)
-		m.ownerLost(now, o, msg.Err)
-		return
-	}
-	o.op.backoff = m.cfg.Backoff
-	switch {
-	case res.Code == Granted && res.Count == o.op.expected+1 &&
-		(m.kind.HoldToken && res.Token != o.token || res.Token < o.token):
-		// The reentry joined another hold of this field: this owner's hold
-		// is gone. Its holders are told, and the hold the reentry joined,
-		// which no holder here uses, is given back whole. A kind whose
-		// reply is the hold's own token tells by any difference; the
-		// others answer the fence counter, never below a live hold's token,
-		// so a lower one means a roll-back (a failover) lost this owner's
-		// grant and left an older hold of the same field in its place: a
-		// later grant would be given this hold's token again.
-		o.waiting = append([]*request{r}, o.waiting...)
-		m.ownerLost(now, o, fmt.Errorf("%w: Redis holds this owner's field under token %d, not this hold's %d (a failover brought back an older hold)", ErrNotOwner, res.Token, o.token))
-		stray := m.newOwner(o.field, res.Count, res.Token)
-		stray.undo, stray.undoUntil = true, o.op.sent.Add(r.Lease)
-		m.startRelease(now, stray, nil, 0)
-		return
-	case res.Code == Granted && res.Count == o.op.expected+1:
-		o.count = res.Count
-		if r.ending {
-			r.state = stateHeld
-			r.owner = o
-			o.held = append(o.held, r)
-			m.askRelease(now, r)
-		} else {
-			m.grant(now, o, r, o.op.sent)
-		}
-	case res.Code == Refused:
-		// The kind refuses this reentry (a reader asking to write): the
-		// request ends, the owner's hold is untouched.
-		m.finish(r, res.Err)
-	case res.Code == Mismatch && res.Count == 0:
-		// The owner's hold is gone from Redis.
-		o.waiting = append([]*request{r}, o.waiting...)
-		m.ownerLost(now, o, ErrNotOwner)
-		return
-	default:
-		o.waiting = append([]*request{r}, o.waiting...)
-		m.ownerLost(now, o, fmt.Errorf("%w: Redis shows reentry count %d where this client expected %d", ErrNotOwner, res.Count, o.op.expected))
-		return
-	}
-	m.nextOp(now, o)
-}
-
-func (m *Machine) opBackoff(now time.Time, o *owner) {
-	d := o.op.backoff
-	o.op.backoff = min(2*o.op.backoff, m.cfg.MaxBackoff)
-	if o.op.kind == opNone {
-		// Nothing to repeat; the waiting queue restarts after the delay.
-		o.op.kind = opAcquire
-		o.op.req = o.waiting[0]
-		o.waiting = o.waiting[1:]
-		o.op.expected = o.count
-	}
-	m.schedule(TimerOpRetry, o.gen, now.Add(d))
-}
-
 func (m *Machine) releaseReply(now time.Time, o *owner, msg Msg, left int64) {
 	r := o.op.req
 	if msg.Fault == Ambiguous {
@@ -391,50 +243,6 @@ func (m *Machine) dropHeld(o *owner, r *request) {
 			o.held = append(o.held[:i], o.held[i+1:]...)
 			return
 		}
-	}
-}
-
-// ownerLost ends owner o: its holders end with err, its waiting reentries go
-// back to the queue as fresh requests, its timers stop.
-func (m *Machine) ownerLost(now time.Time, o *owner, err error) {
-	if i := slices.Index(m.owners, o); i >= 0 {
-		m.owners = slices.Delete(m.owners, i, i+1)
-	}
-	o.current = false
-	m.stopRenewal(o)
-	m.cancelTimer(TimerDeadline, o.gen)
-	m.cancelTimer(TimerOpRetry, o.gen)
-	for _, h := range o.held {
-		h.owner = nil
-		m.finish(h, err)
-	}
-	o.held = nil
-	var back []*request
-	for _, w := range append(o.waiting, o.op.req) {
-		if w == nil {
-			continue
-		}
-		w.owner = nil
-		if w.state == stateReleasing {
-			m.finish(w, err)
-			continue
-		}
-		if w.ending {
-			m.finish(w, w.endErr)
-			continue
-		}
-		back = append(back, w)
-	}
-	o.waiting, o.op.req, o.op.kind = nil, nil, opNone
-	if len(back) > 0 {
-		m.queue = append(back, m.queue...)
-	}
-}
-
-func (m *Machine) stopRenewal(o *owner) {
-	if o.watchdog {
-		o.watchdog = false
-		m.cancelTimer(TimerRenew, o.gen)
 	}
 }
 

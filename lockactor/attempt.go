@@ -1,0 +1,383 @@
+package lockactor
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// Chapter 2, attempts and their replies: the head of the local queue tries
+// for the lock, one attempt in flight at a time; a reply grants, refuses,
+// or puts the queue to sleep until a wake-up or the holder's TTL.
+
+// kick starts an acquire attempt for the head of the queue when nothing stops
+// it, gives the other waiters their places in Redis (kinds that queue
+// there), and keeps the channel subscription in step with the queue.
+func (m *Machine) kick(now time.Time) {
+	m.tryHead(now)
+	m.placeAll(now)
+}
+
+func (m *Machine) tryHead(now time.Time) {
+	if len(m.queue) == 0 {
+		if m.att.req == nil {
+			m.unsubscribe()
+			if m.blocked {
+				m.blocked = false
+				m.cancelTimer(TimerRetry, 0)
+			}
+		}
+		return
+	}
+	if m.att.req != nil {
+		m.failTryOnceBehind()
+		return
+	}
+	r := m.queue[0]
+	// A head whose place call is in flight waits for it: a request has one
+	// call in flight at a time.
+	if m.blocked || r.placeOp != 0 || !m.mayAttempt(r) {
+		// Held here or elsewhere: a try-once request cannot be granted now.
+		m.failTryOnce(true)
+		return
+	}
+	if r.placed && m.kind.Place != nil && !m.unheard {
+		// A head with a place waits for its grant's message, its retry
+		// timer or a keep-alive that finds its place gone: nothing else
+		// (this client's own release, the head before it leaving) can
+		// have given it the lock, and trying would only find it queued.
+		m.blockFor(now, m.cfg.WaiterTimeout/3)
+		return
+	}
+	m.att = attempt{op: m.id(), req: r, sent: now}
+	m.unheard = false
+	env := m.env
+	if m.kind.Place != nil {
+		env.Behind = m.behind(r)
+	}
+	m.call(m.att.op, m.kind.Acquire(env, &r.Request, 0), r.Field, r.Field)
+	m.failTryOnceBehind()
+}
+
+// failTryOnceBehind ends the try-once requests queued behind the attempt in
+// flight when the kind is exclusive (no MayAttempt): none of them could be
+// granted beside it. A kind that lets local requests hold together (readers)
+// lets them wait for their own turn to try.
+func (m *Machine) failTryOnceBehind() {
+	if m.kind.MayAttempt == nil {
+		m.failTryOnce(false)
+	}
+}
+
+// mayAttempt applies the kind's policy to the head request r. Whatever the
+// kind, r waits while an owner of its own field has an op in Redis (an undo
+// of a grant that may have happened, or a lost owner's release not yet
+// answered): a fresh attempt could cross it.
+func (m *Machine) mayAttempt(r *request) bool {
+	for _, o := range m.owners {
+		if o.field == r.Field {
+			return false
+		}
+	}
+	if m.fieldBusy(r.Field) {
+		// A call of a lost owner of this field is still on its way.
+		return false
+	}
+	if m.kind.MayAttempt == nil {
+		return len(m.owners) == 0
+	}
+	return m.kind.MayAttempt(&r.Request, m.holds)
+}
+
+// holds yields this client's holds on the name, for Kind.MayAttempt.
+func (m *Machine) holds(yield func(Hold) bool) {
+	for _, o := range m.owners {
+		if !yield(Hold{Field: o.field, Mode: o.mode, Count: o.count}) {
+			return
+		}
+	}
+}
+
+// failTryOnce ends the try-once requests that would have to wait: all of them
+// when all, else those behind the one with an attempt in flight.
+func (m *Machine) failTryOnce(all bool) {
+	keep := m.queue[:0]
+	var failed []*request
+	for _, r := range m.queue {
+		if r.tryOnce && (all || r != m.att.req) && !r.ambiguous {
+			failed = append(failed, r)
+			continue
+		}
+		keep = append(keep, r)
+	}
+	for i := len(keep); i < len(m.queue); i++ {
+		m.queue[i] = nil
+	}
+	m.queue = keep
+	for _, r := range failed {
+		m.finish(r, ErrWaitTimeout)
+	}
+}
+
+// reply routes the reply of a script call to the op that made it, decoding
+// it with the kind's decoder for that op. A reply that does not decode
+// counts as a transient failure.
+func (m *Machine) reply(now time.Time, msg Msg) {
+	var unsynced error
+	if msg.Fault == Unsynced {
+		unsynced, msg.Fault, msg.Err = msg.Err, NoFault, nil
+	}
+	for _, o := range m.owners {
+		if o.op.id != msg.Op || o.op.kind == opNone {
+			continue
+		}
+		switch o.op.kind {
+		case opAcquire:
+			var res AcquireResult
+			res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+			m.reentryReply(now, o, msg, res)
+		case opRelease:
+			var left int64
+			left, msg.Fault, msg.Err = decode(m.kind.DecodeRelease, msg)
+			m.releaseReply(now, o, msg, left)
+		case opHandoff:
+			m.handoffReply(now, o, msg)
+		}
+		return
+	}
+	if msg.Op == m.att.op && m.att.req != nil {
+		var res AcquireResult
+		res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+		if r := m.att.req; unsynced != nil && msg.Fault == NoFault && res.Code == Granted && !r.ending {
+			// Too few replicas have the grant: a failover could give the
+			// name to another owner. The request ends, and the grant is
+			// undone like one that came too late.
+			r.ending, r.endErr = true, fmt.Errorf("holdfast: acquire: %w", unsynced)
+		}
+		m.attemptReply(now, msg, res)
+		return
+	}
+	m.settleStrays(now, msg.Op)
+	for _, r := range m.queue {
+		if r.placeOp == msg.Op {
+			var res AcquireResult
+			res, msg.Fault, msg.Err = decode(m.kind.DecodeAcquire, msg)
+			m.placeReply(now, msg, res)
+			return
+		}
+	}
+}
+
+// decode applies a kind's decoder to a successful reply.
+func decode[T any](fn func([]int64) (T, error), msg Msg) (T, Fault, error) {
+	var zero T
+	if msg.Fault != NoFault {
+		return zero, msg.Fault, msg.Err
+	}
+	v, err := fn(msg.Reply)
+	if err != nil {
+		return zero, Transient, err
+	}
+	return v, NoFault, nil
+}
+
+func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
+	r, sent, woke, handoff := m.att.req, m.att.sent, m.att.woke, m.att.handoff
+	m.att = attempt{op: m.att.op}
+	switch msg.Fault {
+	case Ambiguous, Transient, Demoted:
+		if msg.Fault == Ambiguous {
+			r.ambiguous = true
+		}
+		m.attemptErr = msg.Err
+		if r.ending || r.tryOnce {
+			// A request that gave up, or tries once: its one call failed,
+			// and that is its answer (a try-once never waits for a retry).
+			if r.ambiguous {
+				m.undo(now, r.Field, 1, sent.Add(r.Lease))
+			}
+			err := r.endErr
+			if !r.ending {
+				err = withLast(ErrWaitTimeout, "last error", msg.Err)
+			}
+			m.removeWaiting(r)
+			m.finish(r, err)
+			return
+		}
+		m.blockFor(now, m.nextBackoff())
+		return
+	case Permanent:
+		m.removeWaiting(r)
+		m.finish(r, msg.Err)
+		return
+	}
+	m.backoff = m.cfg.Backoff
+	m.attemptErr = nil
+	switch res.Code {
+	case Granted:
+		m.removeWaiting(r)
+		m.unqueue(r)
+		o := m.newOwner(r.Field, res.Count, res.Token)
+		o.mode = r.Mode
+		deadline := Validity(sent, r.Lease)
+		late := !deadline.After(now.Add(m.cfg.Slack))
+		if r.ending && !late && m.kind.Place != nil && m.fieldWaits(r.Field) {
+			// The grant took the place of r's owner field, and another
+			// request of the field waits on that place: undoing the grant
+			// would send it to the back of the queue. r holds without being
+			// told, the waiting requests re-enter, then r releases.
+			r.state, r.owner = stateHeld, o
+			o.held = append(o.held, r)
+			m.extendDeadline(o, deadline)
+			m.fieldWaitersTo(o)
+			m.askRelease(now, r)
+			return
+		}
+		if r.ending || late {
+			// Granted to a request that gave up, or too late to be of use.
+			o.undo = true
+			o.undoUntil = sent.Add(r.Lease)
+			m.startRelease(now, o, nil, res.Count)
+			if r.ending {
+				m.finish(r, r.endErr)
+			} else {
+				r.ambiguous = false
+				m.queue = append([]*request{r}, m.queue...)
+			}
+			return
+		}
+		if !handoff {
+			m.streak, m.streakStart = 0, now
+		}
+		m.grant(now, o, r, sent)
+		m.fieldWaitersTo(o)
+		m.nextOp(now, o)
+	case Held:
+		r.heard = true
+		// A kind that queues waiters in Redis left a place for r there,
+		// unless r only tried once.
+		r.ambiguous = m.queues(r) && !r.tryOnce
+		if r.ending || r.tryOnce {
+			err := r.endErr
+			if !r.ending {
+				err = ErrWaitTimeout
+			}
+			if r.ambiguous {
+				m.undoFor(now, r, now.Add(m.cfg.WaiterTimeout))
+			}
+			m.removeWaiting(r)
+			m.finish(r, err)
+		} else if r.ambiguous {
+			m.setPlaced(now, r)
+		}
+		if woke {
+			// A release was announced while the attempt was in flight: it may
+			// have come after the script ran. Try again at once.
+			m.unheard = true
+			return
+		}
+		if len(m.queue) > 0 {
+			m.subscribe(m.queue[0])
+		}
+		sleep := retryAfter(res.PTTL, m.cfg.NoTTLRetry)
+		if m.queues(r) && m.cfg.WaiterTimeout > 0 {
+			// Redis may grant r while it sleeps and the grant's message may
+			// be lost: r must look again before an unconfirmed grant passes
+			// on (WaiterTimeout).
+			sleep = min(sleep, m.cfg.WaiterTimeout/3)
+		}
+		m.blockFor(now, sleep)
+	case Refused:
+		m.removeWaiting(r)
+		m.finish(r, res.Err)
+	default:
+		// The owner's count in Redis is not zero though this client holds
+		// nothing under it. Fields carry a random per-Client instance, so
+		// this is a grant the client gave up on (an ambiguous call whose
+		// undo did not reach Redis) or a field forged by hand.
+		m.removeWaiting(r)
+		m.finish(r, fmt.Errorf("holdfast: owner field %q already holds the lock %d times in Redis, unknown to this client (a grant given up after an unanswered call, or another writer using this field; it ends with its lease)", r.Field, res.Count))
+	}
+}
+
+// retryAfter is how long a refused request sleeps, from the PTTL of the
+// key that holds the name: until it ends (wake-ups are hints), at once
+// when it ends within the millisecond (PTTL 0: free now), and noTTL when
+// the key has no TTL (-1) or the reply carries none.
+func retryAfter(pttl, noTTL time.Duration) time.Duration {
+	if pttl < 0 {
+		return noTTL
+	}
+	return pttl
+}
+
+// fieldWaits reports whether a pending request of field waits in the
+// queue, not giving up.
+func (m *Machine) fieldWaits(field string) bool {
+	for _, q := range m.queue {
+		if q.Field == field && q.state == statePending && !q.ending {
+			return true
+		}
+	}
+	return false
+}
+
+// fieldWaitersTo makes the pending requests of o's field reentries of o,
+// in their order.
+func (m *Machine) fieldWaitersTo(o *owner) {
+	keep := m.queue[:0]
+	for _, q := range m.queue {
+		if q.Field == o.field {
+			m.unqueue(q) // the owner's place, if any, was this grant's
+			o.waiting = append(o.waiting, q)
+			continue
+		}
+		keep = append(keep, q)
+	}
+	for i := len(keep); i < len(m.queue); i++ {
+		m.queue[i] = nil
+	}
+	m.queue = keep
+}
+
+func (m *Machine) nextBackoff() time.Duration {
+	d := m.backoff
+	m.backoff = min(2*m.backoff, m.cfg.MaxBackoff)
+	return d
+}
+
+// blockFor parks the queue until a wake-up or until d has passed.
+func (m *Machine) blockFor(now time.Time, d time.Duration) {
+	m.blocked = true
+	m.schedule(TimerRetry, 0, now.Add(d))
+}
+
+func (m *Machine) wake(now time.Time) {
+	if m.att.req != nil {
+		m.att.woke = true
+		return
+	}
+	if m.blocked {
+		m.blocked = false
+		m.cancelTimer(TimerRetry, 0)
+	}
+	m.unheard = true
+}
+
+// subscribe starts interest in the kind's channel for the waiters of r's
+// client, unless already subscribed.
+func (m *Machine) subscribe(r *request) {
+	if m.sub != subNone {
+		return
+	}
+	m.sub, m.channel = subPending, m.kind.Channel(m.env.Name, scripts.ClientOfField(r.Field))
+	m.emit(Effect{Kind: EffSubscribe, Channel: m.channel})
+}
+
+func (m *Machine) unsubscribe() {
+	if m.sub != subNone {
+		m.sub = subNone
+		m.emit(Effect{Kind: EffUnsubscribe, Channel: m.channel})
+	}
+}

@@ -3,6 +3,7 @@ package holdfast_test
 import (
 	"context"
 	"errors"
+	"io"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,7 +41,10 @@ func TestRedisDownErrorsSayWhy(t *testing.T) {
 	mustAcquire(t, l)
 	srv.Kill()
 	mustLose(t, l, holdfast.ErrLeaseExpired)
-	if !errors.Is(l.Err(), syscall.ECONNREFUSED) {
+	// The last renewal before the deadline met the refused reconnection, or,
+	// on a loaded machine where no retry came before the deadline, the end
+	// of the connection the kill closed under the renewal in flight.
+	if !errors.Is(l.Err(), syscall.ECONNREFUSED) && !errors.Is(l.Err(), io.EOF) {
 		t.Fatalf("lost with %v, want the connection error behind it", l.Err())
 	}
 	w := c.Lock(context.Background(), "down", holdfast.WithWait(300*time.Millisecond))

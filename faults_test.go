@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -54,4 +56,32 @@ func TestRedisDownErrorsSayWhy(t *testing.T) {
 	}
 	t.Logf("hold: %v", l.Err())
 	t.Logf("wait: %v", w.Err())
+}
+
+// The renewal-failure and lost-hold log lines name the hold by its fencing
+// token, so that an operator can match them with the writes a fenced store
+// refused.
+func TestRenewalFailureLogsNameTheToken(t *testing.T) {
+	srv := redistest.Start(t)
+	logs := &records{}
+	const lease = time.Second
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease, CallTimeout: 100 * time.Millisecond, Logger: slog.New(logs)})
+	l := c.Lock(context.Background(), "logged")
+	mustAcquire(t, l)
+	want := strconv.FormatUint(l.Token(), 10)
+	// Scripts may write: CLIENT PAUSE WRITE holds every renewal unanswered.
+	srv.Do(t, "CLIENT", "PAUSE", "5000", "WRITE")
+	defer srv.Do(t, "CLIENT", "UNPAUSE")
+	mustLose(t, l, holdfast.ErrLeaseExpired)
+	renew, ok := logs.find(slog.LevelWarn, "Redis call failed")
+	if !ok {
+		t.Fatalf("no renewal failure logged: %v", logs.all)
+	}
+	if renew["script"] != "renew" || renew["token"] != want || renew["name"] != "logged" {
+		t.Fatalf("renewal failure logged as %v, want script renew, name logged, token %s", renew, want)
+	}
+	lost, ok := logs.find(slog.LevelWarn, "lock lost")
+	if !ok || lost["token"] != want {
+		t.Fatalf("lost hold logged as %v (found %v), want token %s", lost, ok, want)
+	}
 }

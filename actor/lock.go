@@ -313,7 +313,7 @@ func (a *lockActor) apply(e lockactor.Effect) {
 	case lockactor.EffRenew:
 		a.renewals++
 		op := e.Op
-		s.cfg.Renewer.Add(renewal.Item{Script: e.Script, Key: e.Key, Field: e.Field, Lease: e.Lease,
+		s.cfg.Renewer.Add(renewal.Item{Script: e.Script, Key: e.Key, Field: e.Field, Lease: e.Lease, Token: e.Token,
 			Done: func(sent time.Time, renewed bool, err error) {
 				a.send(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: s.renewFault(err)})
 			}})

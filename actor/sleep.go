@@ -164,7 +164,7 @@ func (s *System) napFired(k int64) {
 		}
 		s.napLocked(sl)
 		if eff.Kind == lockactor.EffRenew {
-			renews = append(renews, renewal.Item{Script: eff.Script, Key: eff.Key, Field: eff.Field, Lease: eff.Lease, Done: sl.renewDone})
+			renews = append(renews, renewal.Item{Script: eff.Script, Key: eff.Key, Field: eff.Field, Lease: eff.Lease, Token: eff.Token, Done: sl.renewDone})
 		}
 	}
 	s.mu.Unlock()

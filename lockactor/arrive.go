@@ -99,6 +99,7 @@ func (m *Machine) unpark(now time.Time) {
 	if len(m.reqs) > len(m.parked) || len(m.owners) > 0 || m.att.req != nil {
 		return
 	}
+	m.unsubscribe() // the other kind's channel
 	m.kind = kindOf(&m.parked[0].Request)
 	keep := m.parked[:0]
 	var admit []*request

@@ -162,7 +162,7 @@ func (d *Dormant) Fire(now time.Time, name string, slack time.Duration) (renew E
 		return Effect{}, Msg{}
 	}
 	d.renewing = true
-	return renewEffect(d.kindOf(), d.gen, name, d.field, d.lease), Msg{}
+	return renewEffect(d.kindOf(), d.gen, name, d.field, d.lease, d.token), Msg{}
 }
 
 // RenewReply takes the reply to the renewal Fire asked for. A renewal that
@@ -236,7 +236,8 @@ func renewalAfter(next, now time.Time, lease time.Duration) time.Time {
 	return next
 }
 
-// renewEffect is the watchdog renewal of owner generation gen's field.
-func renewEffect(k *Kind, gen uint64, name, field string, lease time.Duration) Effect {
-	return Effect{Kind: EffRenew, Op: gen, Script: k.Renew, Key: scripts.LockKey(name), Field: field, Lease: lease}
+// renewEffect is the watchdog renewal of owner generation gen's field,
+// whose hold has the fencing token token (for the logs of a failure).
+func renewEffect(k *Kind, gen uint64, name, field string, lease time.Duration, token uint64) Effect {
+	return Effect{Kind: EffRenew, Op: gen, Script: k.Renew, Key: scripts.LockKey(name), Field: field, Lease: lease, Token: token}
 }

@@ -28,7 +28,7 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 		m.schedule(TimerRenew, o.gen, o.renewNext)
 		if !o.renewInFlight {
 			o.renewInFlight, o.renewLease = true, o.lease
-			m.emit(renewEffect(m.kind, o.gen, m.env.Name, o.field, o.lease))
+			m.emit(renewEffect(m.kind, o.gen, m.env.Name, o.field, o.lease, o.token))
 		}
 	case TimerDeadline:
 		o := m.ownerGen(k.ID)

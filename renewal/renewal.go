@@ -35,6 +35,9 @@ type Item struct {
 	Key    string
 	Field  string
 	Lease  time.Duration
+	// Token is the fencing token of the hold renewed (0 for a waiter's
+	// place), for the logs of a failed renewal (see Token).
+	Token uint64
 	// Done receives the outcome: sent is the clock time taken before the
 	// batch carrying the item was sent (the start of the new lease's
 	// validity); renewed is false when Key no longer holds Field; err is the
@@ -228,6 +231,7 @@ func (b *Batcher) send(batch []Item) {
 	sent := b.cfg.Clock.Now()
 	ctx, cancel := b.callContext()
 	defer cancel()
+	ctx = context.WithValue(ctx, batchesKey{}, [][]Item{batch})
 	renewed, err := b.cfg.Exec(ctx, c.Script, c.Keys, c.Args)
 	report(batch, sent, renewed, err)
 }
@@ -241,6 +245,7 @@ func (b *Batcher) sendMulti(batches [][]Item) {
 	sent := b.cfg.Clock.Now()
 	ctx, cancel := b.callContext()
 	defer cancel()
+	ctx = context.WithValue(ctx, batchesKey{}, batches)
 	renewed, errs := b.cfg.ExecMulti(ctx, calls)
 	for i, batch := range batches {
 		var r []bool
@@ -250,6 +255,19 @@ func (b *Batcher) sendMulti(batches [][]Item) {
 		}
 		report(batch, sent, r, err)
 	}
+}
+
+// batchesKey keys the batches of one Exec or ExecMulti in its context.
+type batchesKey struct{}
+
+// Token returns the Token of item i of call number call (0 for Exec) of the
+// Exec or ExecMulti that ctx was given to, or 0: a wrapper of Exec reads it
+// to name the hold in the log of a failed renewal.
+func Token(ctx context.Context, call, i int) uint64 {
+	if bs, ok := ctx.Value(batchesKey{}).([][]Item); ok && call < len(bs) && i < len(bs[call]) {
+		return bs[call][i].Token
+	}
+	return 0
 }
 
 // report gives each item of batch its outcome.

@@ -204,9 +204,10 @@ func (h *Hold) Ended(name string, token uint64, err error) {
 	}
 }
 
-// callFailed logs a failed script call on name: a permanent refusal at Warn
+// callFailed logs a failed script call on name (of owner field and the
+// hold's fencing token, when known: a renewal): a permanent refusal at Warn
 // every time, anything else at most once per name per logEvery.
-func (o *Observer) callFailed(script, name, field string, fault lockactor.Fault, err error) {
+func (o *Observer) callFailed(script, name, field string, token uint64, fault lockactor.Fault, err error) {
 	if fault == lockactor.Permanent {
 		o.log.Warn("holdfast: Redis refused a call", "script", script, "name", name, "cause", err)
 		return
@@ -222,7 +223,11 @@ func (o *Observer) callFailed(script, name, field string, fault lockactor.Fault,
 		o.log.Log(context.Background(), level, "holdfast: Redis call failed, retrying", "script", script, "name", name, "cause", err)
 		return
 	}
-	o.log.Log(context.Background(), level, "holdfast: Redis call failed, retrying", "script", script, "name", name, "owner", field, "cause", err)
+	if token == 0 {
+		o.log.Log(context.Background(), level, "holdfast: Redis call failed, retrying", "script", script, "name", name, "owner", field, "cause", err)
+		return
+	}
+	o.log.Log(context.Background(), level, "holdfast: Redis call failed, retrying", "script", script, "name", name, "owner", field, "token", token, "cause", err)
 }
 
 // mayLog reports whether name may log a transient error now, and if so

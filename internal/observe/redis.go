@@ -57,6 +57,14 @@ func (r *Redis) now() time.Time {
 // called records the latency of call c, started at start, and logs its
 // failure, once per lock name it touched.
 func (r *Redis) called(c scripts.Call, start time.Time, err error) {
+	r.calledIn(nil, 0, c, start, err)
+}
+
+// calledIn is called for call number n of a renewal Exec or ExecMulti
+// whose context is ctx (nil for any other call): the log of a failed
+// renewal names each hold with its fencing token (renewal.Token), so that
+// an operator can match it with the writes a fenced store refused.
+func (r *Redis) calledIn(ctx context.Context, n int, c scripts.Call, start time.Time, err error) {
 	o := r.o
 	if o.metrics {
 		if attrs, ok := callAttrs[c.Script]; ok {
@@ -74,12 +82,16 @@ func (r *Redis) called(c scripts.Call, start time.Time, err error) {
 	if c.Script == scripts.RenewScript {
 		// A batch: keys are lock keys, args field, lease pairs.
 		for i, k := range c.Keys {
-			o.callFailed(c.Script.Name, nameOf(k), c.Args[2*i], fault, err)
+			var token uint64
+			if ctx != nil {
+				token = renewal.Token(ctx, n, i)
+			}
+			o.callFailed(c.Script.Name, nameOf(k), c.Args[2*i], token, fault, err)
 		}
 		return
 	}
 	if len(c.Keys) > 0 {
-		o.callFailed(c.Script.Name, nameOf(c.Keys[0]), "", fault, err)
+		o.callFailed(c.Script.Name, nameOf(c.Keys[0]), "", 0, fault, err)
 	}
 }
 
@@ -107,7 +119,10 @@ func (r *Redis) renewed(s *scripts.Script, keys int, renewed []bool, err error) 
 
 // Renew runs a batch of the renewal shape (see renewal.Exec) through Call.
 func (r *Redis) Renew(ctx context.Context, s *scripts.Script, keys, args []string) ([]bool, error) {
-	vals, err := r.Call(ctx, scripts.Call{Script: s, Keys: keys, Args: args})
+	c := scripts.Call{Script: s, Keys: keys, Args: args}
+	start := r.now()
+	vals, err := r.Redis.Call(ctx, c)
+	r.calledIn(ctx, 0, c, start, err)
 	var out []bool
 	if err == nil {
 		out = make([]bool, len(vals))
@@ -145,7 +160,7 @@ func (r *Redis) RenewMulti(multi renewal.ExecMulti) renewal.ExecMulti {
 			if i < len(errs) {
 				err = errs[i]
 			}
-			r.called(c, start, err)
+			r.calledIn(ctx, i, c, start, err)
 			r.renewed(c.Script, len(c.Keys), renewed, err)
 		}
 		return out, errs

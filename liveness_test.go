@@ -88,9 +88,10 @@ func TestRedLockTryOnceAnswersAtOnce(t *testing.T) {
 }
 
 // Five fair holders whose 500 ms leases run out unreleased are granted in
-// arrival order, each soon after the previous lease's end (it took about
-// WaiterTimeout, 5 s, when a confirmed grant kept the confirmation window as
-// its TTL).
+// arrival order, each within a round trip and a tick of the previous lease's
+// end (it took about WaiterTimeout, 5 s, when a confirmed grant kept the
+// confirmation window as its TTL, and up to WaiterTimeout/3 more for a
+// waiter whose call raced the head's confirmation).
 func TestFairExpiredHoldsPassOnInOrder(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
@@ -136,12 +137,12 @@ func TestFairExpiredHoldsPassOnInOrder(t *testing.T) {
 				t.Fatalf("holder %d granted before holder %d: not in arrival order", j, i)
 			}
 		}
-		// Within a round trip and a tick, normally. A waiter whose call
-		// raced the grant's confirmation (both woke at the same expiry) is
-		// told to look again after WaiterTimeout/3, the keep-alive period:
-		// that much later at worst (left open, see docs/architecture.md).
-		if bound := 400*time.Millisecond + holdfast.DefaultWaiterTimeout/3; late > bound {
-			t.Fatalf("holder %d granted %v after the previous lease ended, want within %v", i, late, bound)
+		// Within a round trip and a tick; 400 ms is generous for a loaded
+		// machine. A waiter whose call raced the head's confirmation at the
+		// same expiry looks again within a quarter of its lease, so it
+		// learns the next lease before that one ends.
+		if late > 400*time.Millisecond {
+			t.Fatalf("holder %d granted %v after the previous lease ended, want within 400ms", i, late)
 		}
 	}
 	mustLose(t, locks[n-1], holdfast.ErrLeaseExpired)

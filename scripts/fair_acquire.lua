@@ -78,9 +78,7 @@ if mode == 'place' then
     end
   end
   extend(Q, wt)
-  local sleep = redis.call('pttl', H)
-  if sleep < 0 or sleep > wt then sleep = wt end
-  return {0, sleep}
+  return {0, wait_ms(H, wt, lease)}
 end
 if count == 1 then
   -- A repeat of a grant that already ran.
@@ -130,8 +128,7 @@ if redis.call('exists', H) == 0 and redis.call('exists', Q) == 0 then
   return take(H, F, L, field, lease)
 end
 
-local sleep = redis.call('pttl', H)
-if sleep < 0 or sleep > wt then sleep = wt end
+local sleep = wait_ms(H, wt, lease)
 local mine = redis.call('hget', Q, field)
 if mine then
   local seq = place(mine)

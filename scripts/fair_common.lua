@@ -97,6 +97,23 @@ local function granted(H)
   return nil
 end
 
+-- wait_ms is how long a waiter that was not granted sleeps before it looks
+-- again: until the hold ends (PTTL of H), at most wt. While a grant waits
+-- for its grantee's confirmation (count 0), the next hold starts within
+-- about a round trip, and the waiter must learn its lease in time to be at
+-- hand when it ends (a fixed lease may run out unreleased, and nobody then
+-- tells the queue): it looks again after a sixteenth of wt or a quarter of
+-- its own lease, whichever is shorter (at least 10 ms), so a grantee that
+-- never confirms costs each waiting process a few calls per wt.
+local function wait_ms(H, wt, lease)
+  local ms = redis.call('pttl', H)
+  if ms > 0 and granted(H) then
+    ms = math.max(10, math.min(ms, math.floor(wt / 16), math.floor(lease / 4)))
+  end
+  if ms < 0 or ms > wt then ms = wt end
+  return ms
+end
+
 -- take makes field the holder: count 1, the lease, a new fencing token.
 -- The hash's TTL becomes the lease, shorter or not: a grant waiting for its
 -- confirmation kept the hash for WaiterTimeout, and a hold that outlived its

@@ -198,8 +198,12 @@ type fairReq struct {
 	client, field string
 	clientIdx     int
 	enqueued      time.Time
-	granted       time.Time // when its grant ran in Redis (zero: never)
-	ended         time.Time // when it was lost (zero: not yet)
+	// queued: when it could ask the queue, as the check judges a waiter:
+	// its request, or later when it waited on its client first (see
+	// checkFIFO).
+	queued  time.Time
+	granted time.Time // when its grant ran in Redis (zero: never)
+	ended   time.Time // when it was lost (zero: not yet)
 }
 
 func (f *fairWorld) check(t *rapid.T) {
@@ -248,7 +252,7 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 				plain[key] = &fairReq{client: e.Client, enqueued: e.At}
 				continue
 			}
-			r := &fairReq{client: e.Client, field: e.Field, clientIdx: index[e.Client], enqueued: e.At}
+			r := &fairReq{client: e.Client, field: e.Field, clientIdx: index[e.Client], enqueued: e.At, queued: e.At}
 			reqs[key] = r
 			order = append(order, r)
 		case sim.Acquired:
@@ -267,16 +271,38 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 		}
 	}
 	// A fair request that asks while a plain Lock of its client on "f" is
-	// pending waits aside until Redis has answered which kind "f" is (the
-	// plain Lock ends, refused as the wrong kind): it asks, as far as the
+	// pending, or while the call of one that gave up may still be in flight
+	// (it is answered or times out within the call timeout), waits aside
+	// until Redis has answered which kind "f" is: it asks, as far as the
 	// queue can tell, only then.
 	for _, a := range order {
 		for _, p := range plain {
-			if p.client == a.client && !p.enqueued.After(a.enqueued) && (p.ended.IsZero() || p.ended.After(a.enqueued)) {
-				if p.ended.IsZero() {
-					a.enqueued = never
-				} else if p.ended.After(a.enqueued) {
-					a.enqueued = p.ended
+			busy := p.ended
+			if !busy.IsZero() {
+				busy = busy.Add(simCallTimeout)
+			}
+			if p.client == a.client && !p.enqueued.After(a.enqueued) && (busy.IsZero() || busy.After(a.enqueued)) {
+				if busy.IsZero() {
+					a.queued = never
+				} else if busy.After(a.queued) {
+					a.queued = busy
+				}
+			}
+		}
+	}
+	// A request that asks while an earlier request of its client and owner
+	// field holds, or is releasing, waits for that owner: as a reentry, or,
+	// once the hold is going, behind the owner's call in flight (a fresh
+	// grant of a field never crosses one). It asks the queue only when that
+	// hold has ended.
+	for i, a := range order {
+		for _, e := range order[:i] {
+			if e.client == a.client && e.field == a.field && !e.granted.IsZero() && e.granted.Before(a.enqueued) &&
+				(e.ended.IsZero() || e.ended.After(a.enqueued)) {
+				if e.ended.IsZero() {
+					a.queued = never
+				} else if e.ended.After(a.queued) {
+					a.queued = e.ended
 				}
 			}
 		}
@@ -302,12 +328,12 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 			continue
 		}
 		for i, a := range order[:j] {
-			if !a.enqueued.Before(b.enqueued) || heldBack[i] || f.cutWithin(a.clientIdx, since[i], b.granted) ||
+			if !a.queued.Before(b.enqueued) || heldBack[i] || f.cutWithin(a.clientIdx, since[i], b.granted) ||
 				f.failedBetween(since[i], b.granted) || failedWithin(a.client, since[i], b.granted) {
 				continue
 			}
 			waiting := (a.granted.IsZero() || a.granted.After(b.granted)) && (a.ended.IsZero() || a.ended.After(b.granted))
-			if waiting && a.enqueued.Add(f.margin).Before(b.enqueued) {
+			if waiting && a.queued.Add(f.margin).Before(b.enqueued) {
 				t.Fatalf("fifo: %s %s (asked at %v) granted at %v while %s %s, asked at %v, still waited",
 					b.client, b.field, b.enqueued.Sub(sim.Start), b.granted.Sub(sim.Start),
 					a.client, a.field, a.enqueued.Sub(sim.Start))

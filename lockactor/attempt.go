@@ -302,14 +302,15 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 }
 
 // retryAfter is how long a refused request sleeps, from the PTTL of the
-// key that holds the name: until it ends (wake-ups are hints), at once
-// when it ends within the millisecond (PTTL 0: free now), and noTTL when
-// the key has no TTL (-1) or the reply carries none.
+// key that holds the name: until it ends (wake-ups are hints) — a PTTL is
+// whole milliseconds, cut short, so the key ends within the millisecond
+// after it, and a PTTL of 0 means "free now" — and noTTL when the key has
+// no TTL (-1) or the reply carries none.
 func retryAfter(pttl, noTTL time.Duration) time.Duration {
 	if pttl < 0 {
 		return noTTL
 	}
-	return pttl
+	return pttl + time.Millisecond
 }
 
 // fieldWaits reports whether a pending request of field waits in the

@@ -208,8 +208,9 @@ func TestWaiterSubscribesSleepsAtMostPTTLAndWakes(t *testing.T) {
 	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
 	effs := d.step(held(acq.Op, 700*time.Millisecond))
 	one(t, effs, EffSubscribe)
-	if s := one(t, effs, EffSchedule); s.Timer.Kind != TimerRetry || !s.At.Equal(t0.Add(700*time.Millisecond)) {
-		t.Fatalf("retry timer %+v, want at now+pttl", s)
+	// PTTL is cut to the millisecond: the key ends within the one after.
+	if s := one(t, effs, EffSchedule); s.Timer.Kind != TimerRetry || !s.At.Equal(t0.Add(701*time.Millisecond)) {
+		t.Fatalf("retry timer %+v, want at now+pttl+1ms", s)
 	}
 	// Confirmed subscription: one more try closes the gap before it.
 	acq = one(t, d.step(Msg{Kind: MsgSubscribed}), EffAcquire)
@@ -682,13 +683,13 @@ func TestKindRefusalEndsOnlyItsKind(t *testing.T) {
 }
 
 // TestZeroPTTLRetriesAtOnce: a refusal whose holder key has under a
-// millisecond left (PTTL 0) retries at once; only a key without a TTL (-1)
-// waits NoTTLRetry.
+// millisecond left (PTTL 0) retries within the millisecond; only a key
+// without a TTL (-1) waits NoTTLRetry.
 func TestZeroPTTLRetriesAtOnce(t *testing.T) {
 	for _, tc := range []struct {
 		pttl int64
 		want time.Duration
-	}{{0, 0}, {-1, time.Second}, {250, 250 * time.Millisecond}} {
+	}{{0, time.Millisecond}, {-1, time.Second}, {250, 251 * time.Millisecond}} {
 		d := newDriver(t)
 		acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
 		effs := d.step(Msg{Kind: MsgReply, Op: acq.Op, Reply: []int64{0, tc.pttl}})

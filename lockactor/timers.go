@@ -49,6 +49,13 @@ func (m *Machine) timer(now time.Time, k TimerKey) {
 			o.op.id = 0
 		}
 		m.ownerLost(now, o, err)
+		if len(m.queue) > 0 {
+			// The hold ends in Redis at its expiry, unreleased, and nobody
+			// announces that: the head of the local queue tries then (a
+			// placed head would otherwise wait for its retry timer).
+			m.blocked, m.unheard = true, false
+			m.schedule(TimerRetry, 0, o.deadline.Add(Drift(o.lease)))
+		}
 	case TimerOpRetry:
 		o := m.ownerGen(k.ID)
 		if o == nil || o.op.kind == opNone {

@@ -59,4 +59,7 @@ var (
 	// ErrWouldDeadlock: WriteLock by an owner that holds the ReadLock of the
 	// same name, which would wait for itself. (Write → read is allowed.)
 	ErrWouldDeadlock = lockactor.ErrWouldDeadlock
+	// ErrPermits: Semaphore with a permit count other than the one the
+	// name's holders passed; nothing changed.
+	ErrPermits = lockactor.ErrPermits
 )

@@ -17,7 +17,8 @@ import (
 type Info struct {
 	// Kind is the kind the name is in use as: KindLock for the reentrant
 	// lock of Client.Lock, KindFair for FairLock (held, granted, or only
-	// queued for); "" when the name is free.
+	// queued for), KindRW for ReadLock/WriteLock, KindSemaphore for
+	// Semaphore; "" when the name is free.
 	Kind string
 	// Holders are the owners holding the name, ordered by Owner.
 	Holders []Holder
@@ -30,6 +31,9 @@ type Info struct {
 	// higher), and higher after a ForceUnlock. It survives the hold and is 0
 	// for a slot never granted.
 	Fence uint64
+	// Permits is the permit count of a semaphore (KindSemaphore); 0 for
+	// the other kinds.
+	Permits int
 	// Waiters counts the live waiters queued in Redis (the fair lock's). The
 	// reentrant lock keeps no queue in Redis (waiters wait in their own
 	// processes), so it is 0 there.
@@ -191,6 +195,14 @@ type lockKind struct {
 }
 
 var lockKinds = []lockKind{
+	{
+		// Before KindLock: the same hash, marked kind=semaphore.
+		kind:           KindSemaphore,
+		inspect:        inspectSem,
+		forceUnlock:    forceUnlockSem,
+		heldKeyPattern: scripts.LockKeyPattern,
+		nameOfHeldKey:  scripts.NameOfLockKey,
+	},
 	{
 		// Before KindLock: the same hash, marked kind=rw.
 		kind:           KindRW,

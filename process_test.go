@@ -26,6 +26,10 @@ func runChild() {
 		runFairChild()
 		return
 	}
+	if os.Getenv(semChildMode) != "" {
+		runSemChild()
+		return
+	}
 	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv(childEnv)}, DisableCache: true})
 	if err != nil {
 		fmt.Println("error", err)

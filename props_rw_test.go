@@ -54,8 +54,12 @@ type rwWorld struct {
 	locks    []*rwTracked
 	rollback time.Time // first data roll-back: exclusion is promised before it only
 	maxDelay time.Duration
-	// overlap is the most read holds of distinct owners seen valid at once.
+	// overlap is the most read holds (or permits) of distinct owners seen
+	// valid at once.
 	overlap int
+	// permits > 0 makes the world a semaphore's (props_sem_test.go): its
+	// locks are Semaphore(name, permits) and check judges them as such.
+	permits int
 }
 
 // rwHold is the validity interval of one grant, in World time.
@@ -232,7 +236,9 @@ func (p *rwWorld) lockOn(t *rapid.T, i int, name string, write bool) {
 		opts = append(opts, holdfast.WithWait(time.Duration(rapid.IntRange(1, 5000).Draw(t, "waitMs"))*time.Millisecond))
 	}
 	var l *holdfast.Lock
-	if write {
+	if p.permits > 0 {
+		l = p.clients[i].Semaphore(ctx, name, p.permits, opts...)
+	} else if write {
 		l = p.clients[i].WriteLock(ctx, name, opts...)
 	} else {
 		l = p.clients[i].ReadLock(ctx, name, opts...)
@@ -300,6 +306,10 @@ func (p *rwWorld) noteRollback(before int) {
 }
 
 func (p *rwWorld) check(t *rapid.T) {
+	if p.permits > 0 {
+		p.checkSem(t)
+		return
+	}
 	hs := rwHolds(p.w)
 	for i, a := range hs {
 		// Read holds of distinct owners valid at the instant a began.
@@ -368,6 +378,14 @@ func (p *rwWorld) check(t *rapid.T) {
 		}
 		tokens[k] = parts[0] + "/" + parts[1]
 	}
+	p.checkValidity(t)
+	p.checkDeadClients(t, "}:rw:")
+	p.checkEnds(t)
+}
+
+// checkValidity: no holder is told of a validity deadline past its hold's
+// own lease key's expiry in Redis.
+func (p *rwWorld) checkValidity(t *rapid.T) {
 	// Validity: a grant's deadline never lies past its own lease key's
 	// expiry, as the granting call left it or a renewal of the hold that
 	// ran since the hold began and was answered before the grant (a
@@ -405,6 +423,11 @@ func (p *rwWorld) check(t *rapid.T) {
 			}
 		}
 	}
+}
+
+// checkDeadClients: a paused client's lease keys (infix marks them) are gone
+// one lease after it stopped.
+func (p *rwWorld) checkDeadClients(t *rapid.T, infix string) {
 	// A dead client's holds end on their own deadlines: one lease (plus a
 	// call still on the wire when it stopped) after it stopped, none of its
 	// lease keys is left, whatever other readers renewed meanwhile.
@@ -413,12 +436,16 @@ func (p *rwWorld) check(t *rapid.T) {
 			continue
 		}
 		for _, k := range p.w.Keys() {
-			if strings.Contains(k, "}:rw:"+id+":") && !strings.HasSuffix(k, ":c") {
+			if strings.Contains(k, infix+id+":") && !strings.HasSuffix(k, ":c") {
 				t.Fatalf("hold key %s of client %s, stopped at %v, still in Redis at %v", k, id,
 					p.pausedAt[i].Sub(sim.Start), p.w.Now().Sub(sim.Start))
 			}
 		}
 	}
+}
+
+// checkEnds: a Lock that ended never comes back, and ends with an error.
+func (p *rwWorld) checkEnds(t *rapid.T) {
 	for _, tr := range p.locks {
 		held := isClosed(tr.l.Acquired)
 		if tr.lostSeen && held && !tr.wasHeld {

@@ -68,6 +68,7 @@ var scenarios = []scenario{
 	{"hotlock", runHotlock},
 	{"fairlock", runFairlock},
 	{"rwlock", runRWLock},
+	{"semaphore", runSemaphore},
 	{"waiting", runWaiting},
 	{"renewal", runRenewal},
 	{"clients", runClients},

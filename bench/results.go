@@ -59,6 +59,14 @@ var units = map[string]string{
 	"lock_writes_per_s":       "1/s",
 	"lock_writer_wait_p99_us": "us",
 	"read_speedup":            "x",
+	// semaphore
+	"grants_per_s":            "1/s",
+	"commands_per_grant":      "commands",
+	"grant_wait_p99_us":       "us",
+	"max_holders":             "holders",
+	"lock_grants_per_s":       "1/s",
+	"lock_commands_per_grant": "commands",
+	"lock_grant_wait_p99_us":  "us",
 }
 
 // metricOrder is the order of rows within a scenario.
@@ -74,6 +82,8 @@ var metricOrder = []string{
 	"ns_per_op", "bytes_per_op",
 	"reads_per_s", "writes_per_s", "writer_wait_p99_us",
 	"lock_reads_per_s", "lock_writes_per_s", "lock_writer_wait_p99_us", "read_speedup",
+	"grants_per_s", "commands_per_grant", "grant_wait_p99_us", "max_holders",
+	"lock_grants_per_s", "lock_commands_per_grant", "lock_grant_wait_p99_us",
 }
 
 type key struct{ scenario, library, metric string }

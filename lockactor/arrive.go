@@ -1,6 +1,7 @@
 package lockactor
 
 import (
+	"fmt"
 	"slices"
 	"time"
 )
@@ -23,7 +24,7 @@ func (m *Machine) enqueue(now time.Time, req Request) {
 		if len(m.reqs) > 1 || len(m.owners) > 0 || m.att.req != nil {
 			if m.kindKnown() {
 				// In use as another kind, which Redis refuses too.
-				m.finish(r, ErrWrongKind)
+				m.finish(r, m.otherKind(r))
 				return
 			}
 			// Busy as another kind that Redis has not confirmed yet: the
@@ -81,6 +82,16 @@ func (m *Machine) kindKnown() bool {
 	return false
 }
 
+// otherKind is the error request r of another kind than the machine's ends
+// with once Redis confirmed the machine's kind: ErrWrongKind, or ErrPermits
+// for a semaphore of another permit count.
+func (m *Machine) otherKind(r *request) error {
+	if kindOf(&r.Request).Name == m.kind.Name && m.kind.Permits > 0 {
+		return fmt.Errorf("%w: it has %d permits", ErrPermits, m.kind.Permits)
+	}
+	return ErrWrongKind
+}
+
 // unpark decides the requests parked behind requests of another kind: once
 // Redis confirmed that kind they end with ErrWrongKind, as Redis would
 // refuse them; once every request of that kind is over without it (refused
@@ -92,7 +103,7 @@ func (m *Machine) unpark(now time.Time) {
 	}
 	if m.kindKnown() {
 		for _, r := range slices.Clone(m.parked) {
-			m.finish(r, ErrWrongKind)
+			m.finish(r, m.otherKind(r))
 		}
 		return
 	}

@@ -30,4 +30,6 @@ var (
 	// ErrWouldDeadlock: an owner holding a read lock asked for the write
 	// lock of the same name, which would wait for its own read hold.
 	ErrWouldDeadlock = errors.New("holdfast: write lock asked by an owner that holds the read lock (it would wait for itself)")
+	// ErrPermits: the name is in use as a semaphore of another permit count.
+	ErrPermits = errors.New("holdfast: semaphore in use with another permit count")
 )

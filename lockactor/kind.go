@@ -17,6 +17,10 @@ import (
 type Kind struct {
 	// Name is the kind's name as Redis marks it and Inspect reports it.
 	Name string
+	// Permits is the permit count of a semaphore kind (Semaphore), 0 for
+	// the others. Kinds of one Name and different Permits do not mix: a
+	// request of one ends with ErrPermits on a machine serving the other.
+	Permits int
 
 	// HoldField, when set, gives the field a request of mode holds under,
 	// from its owner field (CLIENTID:INSTANCE:OWNER): the read-write lock keeps an

@@ -142,6 +142,24 @@ func TestCorePathWithExactlyTheACLRules(t *testing.T) {
 	if err := writer.Release(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+
+	// The semaphore: two permits, a third holder waits for a release.
+	s1, s2 := a.Semaphore(context.Background(), "acl-sem", 2), b.Semaphore(context.Background(), "acl-sem", 2)
+	mustAcquire(t, s1)
+	mustAcquire(t, s2)
+	s3 := b.Semaphore(context.Background(), "acl-sem", 2)
+	if err := s1.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, s3)
+	if info, err := a.Inspect(context.Background(), "acl-sem"); err != nil || info.Permits != 2 {
+		t.Fatalf("Inspect of a semaphore as the ACL user: %+v, %v", info, err)
+	}
+	if err := a.ForceUnlock(context.Background(), "acl-sem"); err != nil {
+		t.Fatal(err)
+	}
+	s2.Release(context.Background())
+	s3.Release(context.Background())
 	noLockKeys(t, srv)
 }
 

@@ -35,6 +35,8 @@ Options (before or after NAME, before --):
                        processes (every user of NAME must say --fair)
   --read, --write      take NAME as a read-write lock: many --read holders at once,
                        or one --write holder (like flock's -s and -x)
+  --permits N          take one of N permits of NAME as a semaphore: at most N
+                       holders at once (every user of NAME must say --permits N)
   --kill-after DURATION
                        when the lock is lost, CMD's process group gets SIGTERM, then
                        SIGKILL this long after (default 10s)
@@ -53,7 +55,8 @@ type execOptions struct {
 	name      string
 	argv      []string
 	lockOpts  []holdfast.Option
-	kind      string        // "", "fair", "read" or "write"
+	kind      string        // "", "fair", "read", "write" or "semaphore"
+	permits   int           // for "semaphore"
 	wait      time.Duration // -1: no limit
 	watchdog  time.Duration
 	killAfter time.Duration
@@ -72,6 +75,7 @@ func parseExec(args []string) (execOptions, error) {
 	fs.BoolVar(&fair, "fair", false, "")
 	fs.BoolVar(&read, "read", false, "")
 	fs.BoolVar(&write, "write", false, "")
+	fs.IntVar(&o.permits, "permits", 0, "")
 
 	before, cmd, found := splitDashes(args)
 	rest, err := parseArgs(fs, before)
@@ -92,11 +96,15 @@ func parseExec(args []string) (execOptions, error) {
 	if err := scripts.ValidateName(o.name); err != nil {
 		return o, usageError{"exec: " + err.Error()}
 	}
-	leaseSet, watchdogSet := false, false
+	leaseSet, watchdogSet, permitsSet := false, false, false
 	fs.Visit(func(f *flag.Flag) {
 		leaseSet = leaseSet || f.Name == "lease"
 		watchdogSet = watchdogSet || f.Name == "watchdog"
+		permitsSet = permitsSet || f.Name == "permits"
 	})
+	if permitsSet && o.permits < 1 {
+		return o, usageError{fmt.Sprintf("exec: --permits %d: a semaphore needs at least 1 permit", o.permits)}
+	}
 	switch {
 	case leaseSet && watchdogSet:
 		return o, usageError{"exec: --lease and --watchdog exclude each other"}
@@ -110,13 +118,16 @@ func parseExec(args []string) (execOptions, error) {
 	for _, k := range []struct {
 		set  bool
 		kind string
-	}{{fair, "fair"}, {read, "read"}, {write, "write"}} {
+	}{{fair, "fair"}, {read, "read"}, {write, "write"}, {permitsSet, "permits"}} {
 		if k.set && o.kind != "" {
 			return o, usageError{fmt.Sprintf("exec: --%s and --%s exclude each other", o.kind, k.kind)}
 		}
 		if k.set {
 			o.kind = k.kind
 		}
+	}
+	if o.kind == "permits" {
+		o.kind = "semaphore"
 	}
 	if o.wait >= 0 {
 		o.lockOpts = append(o.lockOpts, holdfast.WithWait(o.wait))
@@ -190,6 +201,9 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 
 	lock := map[string]func(context.Context, string, ...holdfast.Option) *holdfast.Lock{
 		"": c.Lock, "fair": c.FairLock, "read": c.ReadLock, "write": c.WriteLock,
+		"semaphore": func(ctx context.Context, name string, opts ...holdfast.Option) *holdfast.Lock {
+			return c.Semaphore(ctx, name, o.permits, opts...)
+		},
 	}[o.kind]
 	l := lock(context.Background(), o.name, o.lockOpts...)
 	select {
@@ -282,7 +296,9 @@ func acquireFailure(o execOptions, err error, ping func() error) (int, error) {
 	case errors.Is(err, holdfast.ErrInvalidName) || errors.Is(err, holdfast.ErrInvalidOption):
 		return exitUsage, err
 	case errors.Is(err, holdfast.ErrWrongKind):
-		return exitFailure, fmt.Errorf("lock %q is in use as another kind of lock (see --fair, --read, --write): %w", o.name, err)
+		return exitFailure, fmt.Errorf("lock %q is in use as another kind of lock (see --fair, --read, --write, --permits): %w", o.name, err)
+	case errors.Is(err, holdfast.ErrPermits):
+		return exitFailure, fmt.Errorf("semaphore %q is in use with another --permits: %w", o.name, err)
 	}
 	return exitFailure, fmt.Errorf("lock %q: %w", o.name, err)
 }

@@ -42,6 +42,7 @@ type lockStatus struct {
 	TTLms   int64    `json:"ttl_ms"` // 0 when free, -1 when the key has no expiry
 	Fence   uint64   `json:"fence"`  // the fencing counter
 	Waiters int      `json:"waiters"`
+	Permits int      `json:"permits,omitempty"` // a semaphore's permit count
 }
 
 type holder struct {
@@ -127,6 +128,9 @@ func statusMain(args []string, stdout, _ io.Writer) (int, error) {
 		kind, ttl := "free", "-"
 		if st.Kind != "" {
 			kind = st.Kind
+			if st.Permits > 0 {
+				kind = fmt.Sprintf("%s/%d", st.Kind, st.Permits)
+			}
 			ttl = "none"
 			if st.TTLms >= 0 {
 				ttl = (time.Duration(st.TTLms) * time.Millisecond).String()
@@ -152,7 +156,7 @@ func statusMain(args []string, stdout, _ io.Writer) (int, error) {
 }
 
 func statusOf(name string, info holdfast.Info) lockStatus {
-	st := lockStatus{Name: name, Kind: info.Kind, Holders: []holder{}, Fence: info.Fence, Waiters: info.Waiters}
+	st := lockStatus{Name: name, Kind: info.Kind, Holders: []holder{}, Fence: info.Fence, Waiters: info.Waiters, Permits: info.Permits}
 	for _, h := range info.Holders {
 		st.Holders = append(st.Holders, holder{Owner: h.Owner, Count: h.Count, Mode: h.Mode})
 	}

@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redistest"
+	"github.com/holdfast/holdfast/scripts"
+)
+
+// TestExecPermits: five `exec --permits 2` processes at once run their
+// commands at most two at a time, and at some point two at once.
+func TestExecPermits(t *testing.T) {
+	srv := redistest.Start(t)
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	script := `echo "start $(date +%s%N) $HOLDFAST_TOKEN" >> ` + log + `; sleep 0.4; echo "end $(date +%s%N)" >> ` + log
+	var wg sync.WaitGroup
+	results := make([]result, 5)
+	for i := range results {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = runHoldfast(t, "exec", "--permits", "2", "--redis", srv.Addr, "pool", "--", "sh", "-c", script)
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		if r.code != 0 {
+			t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+		}
+	}
+	data, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type edge struct {
+		at    int64
+		delta int
+	}
+	var edges []edge
+	tokens := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Fields(line)
+		at, _ := strconv.ParseInt(f[1], 10, 64)
+		if f[0] == "start" {
+			edges = append(edges, edge{at, 1})
+			if tokens[f[2]] {
+				t.Fatalf("token %s given twice:\n%s", f[2], data)
+			}
+			tokens[f[2]] = true
+		} else {
+			edges = append(edges, edge{at, -1})
+		}
+	}
+	if len(edges) != 10 {
+		t.Fatalf("log has %d lines:\n%s", len(edges), data)
+	}
+	// Ends before starts at the same instant: a run that ended let the next in.
+	sort.Slice(edges, func(i, j int) bool {
+		return edges[i].at < edges[j].at || edges[i].at == edges[j].at && edges[i].delta < edges[j].delta
+	})
+	running, most := 0, 0
+	for _, e := range edges {
+		running += e.delta
+		most = max(most, running)
+	}
+	if most != 2 {
+		t.Fatalf("at most %d commands ran at once on 2 permits:\n%s", most, data)
+	}
+	if n, _ := srv.Do(t, "EXISTS", scripts.LockKey("pool")).AsInt64(); n != 0 {
+		t.Fatal("semaphore left held after the commands ended")
+	}
+}
+
+// TestExecPermitsStatusAndMistakes: status shows a semaphore's permits and
+// holders; another count, a count below 1 and a second kind flag are refused.
+func TestExecPermitsStatusAndMistakes(t *testing.T) {
+	srv := redistest.Start(t)
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Semaphore(ctx, "exports", 3).Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if r := runHoldfast(t, "status", "--redis", srv.Addr, "exports"); r.code != 0 || !strings.Contains(r.stdout, "semaphore/3") {
+		t.Fatalf("status of a semaphore: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runHoldfast(t, "status", "--json", "--redis", srv.Addr, "exports"); r.code != 0 || !strings.Contains(r.stdout, `"permits": 3`) {
+		t.Fatalf("status --json of a semaphore: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := runHoldfast(t, "exec", "--permits", "3", "-w", "5", "--redis", srv.Addr, "exports", "--", "true"); r.code != 0 {
+		t.Fatalf("exec --permits 3 beside one holder: exit %d, stderr %q", r.code, r.stderr)
+	}
+	if r := runHoldfast(t, "exec", "--permits", "2", "--redis", srv.Addr, "exports", "--", "true"); r.code != exitFailure || !strings.Contains(r.stderr, "another --permits") {
+		t.Fatalf("exec --permits 2 on a semaphore of 3: exit %d, stderr %q", r.code, r.stderr)
+	}
+	for _, args := range [][]string{
+		{"exec", "--permits", "0", "x", "--", "true"},
+		{"exec", "--permits", "2", "--fair", "x", "--", "true"},
+	} {
+		if r := runHoldfast(t, args...); r.code != exitUsage {
+			t.Fatalf("%v: exit %d, want %d (stderr %q)", args, r.code, exitUsage, r.stderr)
+		}
+	}
+}

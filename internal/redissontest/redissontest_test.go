@@ -822,3 +822,34 @@ func TestContextEndsWait(t *testing.T) {
 	}
 	waitSubscribers(t, s, LockChannel("ctx"), 0)
 }
+
+// With sharded pub/sub the scripts SPUBLISH and waiters SSUBSCRIBE.
+func TestShardedPubSubWakes(t *testing.T) {
+	s := redistest.Start(t)
+	a := newClient(t, s, idA, WithShardedPubSub())
+	b := newClient(t, s, idB, WithShardedPubSub())
+	ctx := ctxFor(t)
+
+	a.Lock(ctx, "sh", 1, 20000)
+	done := make(chan time.Time, 1)
+	go func() {
+		b.Lock(ctx, "sh", 1, -1)
+		done <- time.Now()
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		arr, _ := s.Do(t, "PUBSUB", "SHARDNUMSUB", LockChannel("sh")).ToArray()
+		if n, _ := arr[1].AsInt64(); n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no sharded subscriber")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	a.Unlock(ctx, "sh", 1)
+	if at := <-done; at.Sub(start) > time.Second {
+		t.Fatalf("sharded waiter took %v", at.Sub(start))
+	}
+}

@@ -304,3 +304,31 @@ func ExampleClient_ReadLock() {
 	// writer waits for the readers
 	// writer holds it alone
 }
+
+func ExampleClient_Semaphore() {
+	c, done := exampleClient()
+	defer done()
+	ctx := context.Background()
+
+	// At most two exports at once, across every process.
+	a := c.Semaphore(ctx, "exports", 2)
+	b := c.Semaphore(ctx, "exports", 2)
+	a.Wait(ctx)
+	b.Wait(ctx)
+	fmt.Println("two permits held")
+
+	third := c.Semaphore(ctx, "exports", 2, holdfast.WithWait(0))
+	<-third.Lost
+	fmt.Println("a third is refused:", errors.Is(third.Err(), holdfast.ErrWaitTimeout))
+
+	b.Release(ctx)
+	again := c.Semaphore(ctx, "exports", 2)
+	again.Wait(ctx)
+	fmt.Println("a freed permit is taken again")
+	a.Release(ctx)
+	again.Release(ctx)
+	// Output:
+	// two permits held
+	// a third is refused: true
+	// a freed permit is taken again
+}

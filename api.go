@@ -172,6 +172,11 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 		l.end(err)
 		return l
 	}
+	kind, err := c.layoutKind(kind)
+	if err != nil {
+		l.end(err)
+		return l
+	}
 	owner, _, _ := ownerFrom(ctx)
 	req := c.newRequest(owner, o.lease, o.wait, kind, mode)
 	c.obs.Start(&l.obs, name, req.Field)
@@ -207,9 +212,15 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 func (c *Client) newRequest(owner string, lease, wait time.Duration, kind *lockactor.Kind, mode uint8) lockactor.Request {
 	id := c.nextID.Add(1)
 	var field string
-	if owner != "" {
+	switch {
+	case c.cfg.Layout == LayoutRedisson:
+		field = scripts.RedissonField(c.cfg.ClientID+"-"+c.instance, owner, id)
+		if kind == nil {
+			kind = lockactor.RedissonLock // a composite's part
+		}
+	case owner != "":
 		field = scripts.Field(c.cfg.ClientID, c.instance, owner)
-	} else {
+	default:
 		field = anonymousField(c.cfg.ClientID, c.instance, id)
 	}
 	req := lockactor.Request{
@@ -228,6 +239,21 @@ func (c *Client) newRequest(owner string, lease, wait time.Duration, kind *locka
 		req.Field = kind.HoldField(req.Field, mode)
 	}
 	return req
+}
+
+// layoutKind maps a kind to the one the Client's Layout speaks for it, or
+// ErrNotSupported.
+func (c *Client) layoutKind(kind *lockactor.Kind) (*lockactor.Kind, error) {
+	if c.cfg.Layout != LayoutRedisson {
+		return kind, nil
+	}
+	switch kind {
+	case nil, lockactor.Reentrant:
+		return lockactor.RedissonLock, nil
+	case lockactor.ReadWrite:
+		return lockactor.RedissonRW, nil
+	}
+	return nil, fmt.Errorf("%w: %s under the Redisson layout (Redisson's keys for it differ; see README, Sharing locks with Java)", ErrNotSupported, kind.Name)
 }
 
 func (c *Client) check(ctx context.Context, name string, o lockOptions) error {

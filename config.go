@@ -82,6 +82,47 @@ type Config struct {
 	// acquisitions by outcome, wait and hold times, renewals, lost holds,
 	// held and waiting Locks, Redis call latency. Default: none recorded.
 	MeterProvider metric.MeterProvider
+	// Layout is the Redis layout and protocol the Client speaks: holdfast's
+	// own (LayoutHoldfast, the default) or Redisson's (LayoutRedisson), so
+	// that Go and Java processes lock the same names. Every Client of a
+	// name, in any language, must speak the same layout. See README,
+	// "Sharing locks with Java (Redisson)".
+	Layout Layout
+}
+
+// Layout is a Redis layout and protocol a Client speaks (Config.Layout).
+type Layout int
+
+const (
+	// LayoutHoldfast: holdfast's own keys (README, "Redis layout").
+	LayoutHoldfast Layout = iota
+	// LayoutRedisson: Redisson's RLock/RFencedLock and RReadWriteLock keys,
+	// fields, channels and messages: Lock and ReadLock/WriteLock (and the
+	// composites made of Locks) share names with Java processes using
+	// Redisson. FairLock and Semaphore end with ErrNotSupported.
+	LayoutRedisson
+)
+
+func (l Layout) String() string {
+	switch l {
+	case LayoutHoldfast:
+		return "holdfast"
+	case LayoutRedisson:
+		return "redisson"
+	}
+	return "Layout(" + strconv.Itoa(int(l)) + ")"
+}
+
+// ParseLayout reads a Layout's name ("holdfast", "redisson"; "" is
+// holdfast), as the CLI's --layout and HOLDFAST_LAYOUT take it.
+func ParseLayout(s string) (Layout, error) {
+	switch strings.ToLower(s) {
+	case "", "holdfast":
+		return LayoutHoldfast, nil
+	case "redisson":
+		return LayoutRedisson, nil
+	}
+	return 0, fmt.Errorf("%w: layout %q (want holdfast or redisson)", ErrInvalidOption, s)
 }
 
 // DefaultWatchdogTimeout is Config.WatchdogTimeout's default.
@@ -130,6 +171,8 @@ func (c *Config) validateOptions() error {
 		return fmt.Errorf("%w: negative SyncTimeout", ErrInvalidOption)
 	case strings.Contains(c.ClientID, ":"):
 		return fmt.Errorf("%w: ClientID %q contains ':'", ErrInvalidOption, c.ClientID)
+	case c.Layout != LayoutHoldfast && c.Layout != LayoutRedisson:
+		return fmt.Errorf("%w: unknown %v", ErrInvalidOption, c.Layout)
 	}
 	return nil
 }

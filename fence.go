@@ -38,8 +38,13 @@ func (c *composite) raiseFence(part int, floor uint64, done func(*composite, uin
 func (cl *Client) raiseFence(name string, floor uint64, done func(int64, error)) {
 	keys := scripts.GrantKeys(name)
 	args := []string{strconv.FormatUint(floor, 10)}
+	src, script := scripts.FenceRaise, fenceRaiseScript
+	if cl.cfg.Layout == LayoutRedisson {
+		keys = []string{scripts.RedissonTokenKey(name)}
+		src, script = scripts.RedissonFenceRaise, redissonFenceRaiseScript
+	}
 	if r, ok := cl.eng.(scriptRunner); ok {
-		r.Eval(scripts.FenceRaise, keys, args, done)
+		r.Eval(src, keys, args, done)
 		return
 	}
 	if cl.cfg.Redis == nil {
@@ -58,7 +63,7 @@ func (cl *Client) raiseFence(name string, floor uint64, done func(int64, error))
 			timer := cl.cfg.Clock.AfterFunc(cl.cfg.CallTimeout, cancel)
 			defer timer.Stop()
 		}
-		v, err := fenceRaiseScript.Exec(ctx, cl.cfg.Redis, keys, args).AsInt64()
+		v, err := script.Exec(ctx, cl.cfg.Redis, keys, args).AsInt64()
 		cancel()
 		done(v, err)
 	}()

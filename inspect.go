@@ -72,6 +72,15 @@ func (c *Client) Inspect(ctx context.Context, name string) (Info, error) {
 		return Info{}, err
 	}
 	var info Info
+	if c.cfg.Layout == LayoutRedisson {
+		if err := c.inspectRedisson(ctx, rdb, name, &info); err != nil {
+			return Info{}, fmt.Errorf("holdfast: inspecting %q: %w", name, err)
+		}
+		if info.Fence, err = readRedissonFence(ctx, rdb, name); err != nil {
+			return Info{}, fmt.Errorf("holdfast: inspecting %q: %w", name, err)
+		}
+		return info, nil
+	}
 	for _, k := range lockKinds {
 		held, err := k.inspect(ctx, rdb, name, &info)
 		if err != nil {
@@ -104,6 +113,12 @@ func (c *Client) ForceUnlock(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
+	if c.cfg.Layout == LayoutRedisson {
+		if err := forceUnlockRedisson(ctx, rdb, name); err != nil {
+			return fmt.Errorf("holdfast: force-unlocking %q: %w", name, err)
+		}
+		return nil
+	}
 	for _, k := range lockKinds {
 		freed, err := k.forceUnlock(ctx, c, rdb, name)
 		if err != nil {
@@ -127,6 +142,9 @@ func (c *Client) Names(ctx context.Context, pattern string) ([]string, error) {
 	rdb, err := c.inspectable(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if c.cfg.Layout == LayoutRedisson {
+		return redissonNames(ctx, rdb, pattern)
 	}
 	seen := map[string]bool{}
 	// Nodes includes replicas on a cluster; seen drops their duplicates, and

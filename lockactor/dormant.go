@@ -239,5 +239,9 @@ func renewalAfter(next, now time.Time, lease time.Duration) time.Time {
 // renewEffect is the watchdog renewal of owner generation gen's field,
 // whose hold has the fencing token token (for the logs of a failure).
 func renewEffect(k *Kind, gen uint64, name, field string, lease time.Duration, token uint64) Effect {
-	return Effect{Kind: EffRenew, Op: gen, Script: k.Renew, Key: scripts.LockKey(name), Field: field, Lease: lease, Token: token}
+	key := scripts.LockKey(name)
+	if k.RenewKey != nil {
+		key = k.RenewKey(name)
+	}
+	return Effect{Kind: EffRenew, Op: gen, Script: k.Renew, Key: key, Field: field, Lease: lease, Token: token}
 }

@@ -57,6 +57,9 @@ type Kind struct {
 	// Renew is the batch script that renews holds (see renewal): one key and
 	// a field, lease-ms argument pair per hold; 1 renewed, 0 not held.
 	Renew *scripts.Script
+	// RenewKey is the key Renew is called on for the lock name; nil: the
+	// lock hash, scripts.LockKey.
+	RenewKey func(name string) string
 	// KeepAlive, when set, is the batch script that keeps a waiter's place in
 	// a queue kept by Redis (same shape as Renew; 1 still queued, 0 not
 	// queued any more). Every waiter with a place (see Place) is then kept

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/holdfast/holdfast"
-	"github.com/holdfast/holdfast/internal/redistest"
 	"github.com/holdfast/holdfast/internal/redissontest"
+	"github.com/holdfast/holdfast/internal/redistest"
 )
 
 // The Redisson layout against a Redisson protocol client written for the

@@ -58,7 +58,13 @@ func isClosed(ch <-chan struct{}) bool {
 	}
 }
 
-func TestLockProperties(t *testing.T) {
+func TestLockProperties(t *testing.T) { lockProperties(t, holdfast.LayoutHoldfast) }
+
+// TestLockPropertiesRedisson: the same property with the Redisson layout's
+// scripts (Config.Layout = LayoutRedisson).
+func TestLockPropertiesRedisson(t *testing.T) { lockProperties(t, holdfast.LayoutRedisson) }
+
+func lockProperties(t *testing.T, layout holdfast.Layout) {
 	rapid.Check(t, func(rt *rapid.T) {
 		cfg := sim.Config{
 			Seed:           rapid.Int64().Draw(rt, "seed"),
@@ -76,6 +82,7 @@ func TestLockProperties(t *testing.T) {
 				// window that virtual time steps can outlast or not.
 				HandoffLimit:  rapid.IntRange(-1, 4).Draw(rt, "handoffLimit"),
 				HandoffWindow: time.Duration(rapid.IntRange(1, 60000).Draw(rt, "handoffWindowMs")) * time.Millisecond,
+				Layout:        layout,
 			}))
 			p.paused = append(p.paused, false)
 		}

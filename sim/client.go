@@ -27,6 +27,9 @@ type ClientConfig struct {
 	HandoffWindow time.Duration
 	// WaiterTimeout as in holdfast.Config. Default 5s.
 	WaiterTimeout time.Duration
+	// Layout as in holdfast.Config: LayoutRedisson runs the Redisson
+	// layout's scripts.
+	Layout holdfast.Layout
 }
 
 // Client is the World's side of one simulated holdfast Client: the engine
@@ -87,6 +90,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 		HandoffLimit:    cfg.HandoffLimit,
 		HandoffWindow:   cfg.HandoffWindow,
 		WaiterTimeout:   cfg.WaiterTimeout,
+		Layout:          cfg.Layout,
 	}, c)
 	if err != nil {
 		panic(fmt.Sprintf("sim: NewClient: %v", err))
@@ -451,4 +455,14 @@ func ints(r Reply) ([]int64, error) {
 		return vals, nil
 	}
 	return nil, fmt.Errorf("sim: script reply %v is not an integer or an array", r)
+}
+
+// subscriber returns the machine subscribed to channel, and its name.
+func (c *Client) subscriber(channel string) (*machine, string) {
+	for name, m := range c.machines {
+		if m.subscribed && m.channel == channel {
+			return m, name
+		}
+	}
+	return nil, ""
 }

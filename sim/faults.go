@@ -82,9 +82,11 @@ func (w *World) Revive() {
 }
 
 // Steal deletes the lock key of name on the primary behind its holder's
-// back, as an operator's DEL would.
+// back, as an operator's DEL would (holdfast's key, and the name itself:
+// the lock hash of the Redisson layout).
 func (w *World) Steal(name string) {
 	w.nodes[w.primary].Do("DEL", scripts.LockKey(name))
+	w.nodes[w.primary].Do("DEL", name)
 	w.replicate()
 	w.disrupted(name)
 }

@@ -362,12 +362,14 @@ func (w *World) replicate() {
 // publish routes a PUBLISH of the primary to the subscribed clients.
 func (w *World) publish(channel, _ string) int64 {
 	name, ok := scripts.NameOfChannel(channel)
-	if !ok {
-		return 0
-	}
 	var n int64
 	for _, c := range w.clients {
 		m := c.machines[name]
+		if !ok {
+			// Another layout's channel (Redisson's): find the machine
+			// subscribed to it.
+			m, name = c.subscriber(channel)
+		}
 		if m == nil || !m.subscribed || m.channel != channel || c.partitioned {
 			continue
 		}
@@ -489,11 +491,13 @@ func (w *World) Machines() int {
 }
 
 // Keys returns the lock hashes present on the primary, sorted (not fence
-// counters, nor waiter marks, which lapse by themselves).
+// counters — holdfast's or Redisson's — nor waiter marks, which lapse by
+// themselves).
 func (w *World) Keys() []string {
 	var out []string
 	for _, r := range w.Primary().Do("KEYS", "*").Array {
-		if !strings.HasSuffix(r.Str, ":fence") && !strings.HasSuffix(r.Str, ":w") {
+		if !strings.HasSuffix(r.Str, ":fence") && !strings.HasSuffix(r.Str, ":w") &&
+			!strings.HasPrefix(r.Str, "redisson_lock_token:") {
 			out = append(out, r.Str)
 		}
 	}

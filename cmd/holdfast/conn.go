@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/redisurl"
 )
 
@@ -24,6 +25,25 @@ const connHelp = `Redis: --redis URL, else $HOLDFAST_REDIS, else ` + defaultRedi
 type target struct {
 	opt     rueidis.ClientOption
 	display string // the URL with its password replaced by "xxxxx"
+	layout  holdfast.Layout
+}
+
+// layoutHelp documents --layout for every command that takes it.
+const layoutHelp = `Layout: --layout redisson, else $HOLDFAST_LAYOUT, else holdfast: speak Redisson's
+lock keys and messages, to see, free or take a lock Java services hold with Redisson.
+`
+
+// parseLayout resolves --layout: the flag, else $HOLDFAST_LAYOUT, else holdfast.
+func parseLayout(flagValue string) (holdfast.Layout, error) {
+	s := flagValue
+	if s == "" {
+		s = os.Getenv("HOLDFAST_LAYOUT")
+	}
+	l, err := holdfast.ParseLayout(s)
+	if err != nil {
+		return 0, usageError{err.Error()}
+	}
+	return l, nil
 }
 
 // parseRedis parses a --redis value with the URL syntax holdfast.Open

@@ -25,6 +25,7 @@ distributed flock(1). CMD gets HOLDFAST_LOCK=NAME and HOLDFAST_TOKEN=its fencing
 
 Options (before or after NAME, before --):
   --redis URL          Redis to use (see below)
+  --layout L           holdfast (default) or redisson (see below)
   -w, --wait SECONDS   give up if not acquired within this long (exit 75); a plain
                        number is seconds (flock's -w), or a duration: 500ms, 2m.
                        Default: wait as long as it takes
@@ -47,7 +48,7 @@ group is stopped. On Linux CMD is killed (SIGKILL) if holdfast dies, even by SIG
 its own children are not, unless they too ask to die with their parent. Elsewhere a
 killed holdfast leaves CMD running until its lease runs out: stop holdfast with
 SIGTERM, which stops CMD first.
-`
+` + "\n" + layoutHelp
 
 // execOptions are exec's command line, checked before Redis is dialled.
 type execOptions struct {
@@ -66,6 +67,7 @@ func parseExec(args []string) (execOptions, error) {
 	o := execOptions{wait: -1}
 	fs := newFlagSet("exec")
 	addr := fs.String("redis", "", "")
+	layout := fs.String("layout", "", "")
 	fs.Func("w", "", waitFlag(&o.wait))
 	fs.Func("wait", "", waitFlag(&o.wait))
 	lease := fs.Duration("lease", 0, "")
@@ -135,7 +137,13 @@ func parseExec(args []string) (execOptions, error) {
 	if leaseSet {
 		o.lockOpts = append(o.lockOpts, holdfast.WithLease(*lease))
 	}
-	o.target, err = parseRedis(*addr)
+	if o.target, err = parseRedis(*addr); err != nil {
+		return o, err
+	}
+	o.target.layout, err = parseLayout(*layout)
+	if err == nil && o.target.layout == holdfast.LayoutRedisson && (o.kind == "fair" || o.kind == "semaphore") {
+		err = usageError{fmt.Sprintf("exec: --%s is not supported with --layout redisson", map[string]string{"fair": "fair", "semaphore": "permits"}[o.kind])}
+	}
 	return o, err
 }
 
@@ -181,7 +189,7 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 		return 0, err
 	}
 	defer rdb.Close()
-	c, err := holdfast.New(holdfast.Config{Redis: rdb, WatchdogTimeout: o.watchdog})
+	c, err := holdfast.New(holdfast.Config{Redis: rdb, WatchdogTimeout: o.watchdog, Layout: o.target.layout})
 	if err != nil {
 		return exitUsage, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redissontest"
 	"github.com/holdfast/holdfast/internal/redistest"
 	"github.com/holdfast/holdfast/scripts"
 )
@@ -111,6 +113,49 @@ func TestExecPermitsStatusAndMistakes(t *testing.T) {
 	} {
 		if r := runHoldfast(t, args...); r.code != exitUsage {
 			t.Fatalf("%v: exit %d, want %d (stderr %q)", args, r.code, exitUsage, r.stderr)
+		}
+	}
+}
+
+// TestLayoutRedisson: with --layout redisson (or HOLDFAST_LAYOUT), status
+// shows a lock a Java process holds with Redisson, force-unlock frees it, and
+// exec takes the name as Redisson's RLock.
+func TestLayoutRedisson(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	java := redissontest.New(srv.Client(t), "java-ops")
+	defer java.Close()
+	if err := java.Lock(ctx, "invoices", 3, -1); err != nil {
+		t.Fatal(err)
+	}
+	r := runHoldfast(t, "status", "--layout", "redisson", "--redis", srv.Addr, "invoices")
+	if r.code != 0 || !strings.Contains(r.stdout, "java-ops:3") {
+		t.Fatalf("status --layout redisson of a Java hold: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r := runHoldfast(t, "list", "--layout", "redisson", "--redis", srv.Addr); r.code != 0 || strings.TrimSpace(r.stdout) != "invoices" {
+		t.Fatalf("list --layout redisson: exit %d, stdout %q", r.code, r.stdout)
+	}
+	if r := runHoldfast(t, "exec", "--layout", "redisson", "-w", "0.3", "--redis", srv.Addr, "invoices", "--", "true"); r.code != exitNotTaken {
+		t.Fatalf("exec while Java holds: exit %d, stderr %q", r.code, r.stderr)
+	}
+	cmd := holdfastCmd("force-unlock", "--redis", srv.Addr, "invoices")
+	cmd.Env = append(cmd.Env, "HOLDFAST_LAYOUT=redisson")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("force-unlock with HOLDFAST_LAYOUT=redisson: %v, %s", err, out)
+	}
+	if held, _ := java.IsLocked(ctx, "invoices"); held {
+		t.Fatal("the Java lock is still there after force-unlock")
+	}
+	r = runHoldfast(t, "exec", "--layout", "redisson", "--redis", srv.Addr, "invoices", "--", "sh", "-c", "redis-cli -p "+strconv.Itoa(srv.Port())+" hgetall invoices")
+	if r.code != 0 || !regexp.MustCompile(`(?m)^[^:\s]+:[0-9]+\n1$`).MatchString(strings.TrimSpace(r.stdout)) {
+		t.Fatalf("exec --layout redisson: exit %d, the hash seen by CMD %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	for _, args := range [][]string{
+		{"exec", "--layout", "redisson", "--fair", "x", "--", "true"},
+		{"exec", "--layout", "cobol", "x", "--", "true"},
+	} {
+		if r := runHoldfast(t, args...); r.code != exitUsage {
+			t.Fatalf("%v: exit %d, want %d", args, r.code, exitUsage)
 		}
 	}
 }

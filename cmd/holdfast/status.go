@@ -13,26 +13,26 @@ import (
 	"github.com/holdfast/holdfast/scripts"
 )
 
-const statusHelp = `usage: holdfast status [--redis URL] [--json] NAME...
+const statusHelp = `usage: holdfast status [--redis URL] [--layout L] [--json] NAME...
 
 Show what Redis holds of each lock NAME: its kind, holders (CLIENTID:INSTANCE:OWNER as the
 holder's Client stored it, and its reentry count), remaining TTL, fencing counter
 and queued waiters.
-`
+` + "\n" + layoutHelp
 
-const listHelp = `usage: holdfast list [--redis URL] [PATTERN]
+const listHelp = `usage: holdfast list [--redis URL] [--layout L] [PATTERN]
 
 List the lock names held now, one a line, sorted. PATTERN is a Redis glob on the
 name (*, ?, [abc]; default *). On a cluster every node is scanned.
-`
+` + "\n" + layoutHelp
 
-const forceUnlockHelp = `usage: holdfast force-unlock [--redis URL] NAME...
+const forceUnlockHelp = `usage: holdfast force-unlock [--redis URL] [--layout L] NAME...
 
 Free lock NAME whoever holds it: delete the hold, raise its fence so that the old
 holder's token is stale, and wake its waiters. The old holder learns at its next
 renewal (holdfast exec then stops its command). For a stuck holder that is alive:
 a dead holder's lock frees itself when its lease runs out.
-`
+` + "\n" + layoutHelp
 
 // lockStatus is what `holdfast status` reports of one lock.
 type lockStatus struct {
@@ -55,6 +55,7 @@ type holder struct {
 func opsArgs(name string, args []string, asJSON *bool) (target, []string, error) {
 	fs := newFlagSet(name)
 	addr := fs.String("redis", "", "")
+	layout := fs.String("layout", "", "")
 	if asJSON != nil {
 		fs.BoolVar(asJSON, "json", false, "")
 	}
@@ -63,6 +64,9 @@ func opsArgs(name string, args []string, asJSON *bool) (target, []string, error)
 		return target{}, nil, err
 	}
 	t, err := parseRedis(*addr)
+	if err == nil {
+		t.layout, err = parseLayout(*layout)
+	}
 	return t, rest, err
 }
 
@@ -73,7 +77,7 @@ func opsClient(t target) (*holdfast.Client, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := holdfast.New(holdfast.Config{Redis: rdb})
+	c, err := holdfast.New(holdfast.Config{Redis: rdb, Layout: t.layout})
 	if err != nil {
 		rdb.Close()
 		return nil, nil, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/actor"
+	"github.com/holdfast/holdfast/internal/redissontest"
 	"github.com/holdfast/holdfast/internal/topology"
 	"github.com/holdfast/holdfast/scripts"
 )
@@ -303,6 +304,9 @@ func TestClusterEveryKind(t *testing.T) {
 		"lock": func(cl *holdfast.Client, name string) *holdfast.Lock { return cl.Lock(ctx, name) },
 		"fair": func(cl *holdfast.Client, name string) *holdfast.Lock { return cl.FairLock(ctx, name) },
 		"rw":   func(cl *holdfast.Client, name string) *holdfast.Lock { return cl.WriteLock(ctx, name) },
+		"semaphore": func(cl *holdfast.Client, name string) *holdfast.Lock {
+			return cl.Semaphore(ctx, name, 1)
+		},
 	}
 	for kind, lock := range kinds {
 		for _, name := range namesOnEachNode(t, c, kind+":") {
@@ -327,5 +331,53 @@ func TestClusterEveryKind(t *testing.T) {
 				t.Fatalf("%s %s: waiter release: %v", kind, name, err)
 			}
 		}
+	}
+}
+
+// TestClusterRedissonLayout: under LayoutRedisson on a cluster, a Go Client
+// and a Redisson protocol client (sharded pub/sub, as Redisson uses on a
+// cluster) exclude and wake each other on names of every master.
+func TestClusterRedissonLayout(t *testing.T) {
+	c := topology.StartCluster(t, 3)
+	hf := newClient(t, c.Client(t), holdfast.Config{Layout: holdfast.LayoutRedisson})
+	java := redissontest.New(c.Client(t), "java-cluster", redissontest.WithShardedPubSub())
+	defer java.Close()
+	ctx := context.Background()
+	for _, name := range namesOnEachNode(t, c, "redisson:") {
+		if err := java.Lock(ctx, name, 1, -1); err != nil {
+			t.Fatal(err)
+		}
+		g := hf.Lock(ctx, name)
+		time.Sleep(100 * time.Millisecond)
+		pending(t, g)
+		start := time.Now()
+		if err := java.Unlock(ctx, name, 1); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-g.Acquired:
+			t.Logf("%s: Go woken %v after the Java unlock", name, time.Since(start).Round(time.Millisecond))
+		case <-g.Lost:
+			t.Fatalf("%s: lost: %v", name, g.Err())
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s: Go waiter not woken within 3s of the Java unlock", name)
+		}
+		done := make(chan error, 1)
+		go func() { done <- java.Lock(ctx, name, 2, -1) }()
+		time.Sleep(100 * time.Millisecond)
+		start = time.Now()
+		if err := g.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: Java woken %v after the Go release", name, time.Since(start).Round(time.Millisecond))
+		case <-time.After(3 * time.Second):
+			t.Fatalf("%s: Java waiter not woken within 3s of the Go release", name)
+		}
+		java.Unlock(ctx, name, 2)
 	}
 }

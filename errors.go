@@ -49,7 +49,7 @@ var (
 	// and the Lock never reported Acquired.
 	ErrReplicaSync = lockactor.ErrReplicaSync
 	// ErrWrongKind: the name is held or queued as another kind of lock.
-	// Lock, FairLock and ReadLock/WriteLock share one name space; a name in
+	// Lock, FairLock, ReadLock/WriteLock and Semaphore share one name space; a name in
 	// use as one kind refuses the others at once.
 	ErrWrongKind = lockactor.ErrWrongKind
 	// ErrNoQuorum: a RedLock could not get a majority of its nodes within

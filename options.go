@@ -48,7 +48,7 @@ func WithLease(d time.Duration) Option {
 // WithWait gives up after d if the lock has not been granted (Redisson's
 // waitTime): Lost closes with ErrWaitTimeout. WithWait(0) tries once and gives
 // up at once if the lock is held: one round of calls, then the answer, on
-// every kind and composite (Lock, FairLock, ReadLock, WriteLock, LockAll,
+// every kind and composite (Lock, FairLock, ReadLock, WriteLock, Semaphore, LockAll,
 // RedLock) — no retry timer and no round wait, so it ends within one call's
 // round trip, or CallTimeout when Redis does not answer (a failed call is
 // the answer: ErrWaitTimeout wrapping the call's error). Without WithWait a

@@ -25,7 +25,7 @@ var (
 	// ErrReplicaSync: too few replicas acknowledged a grant (Config.SyncReplicas).
 	ErrReplicaSync = errors.New("holdfast: too few replicas acknowledged the write in time")
 	// ErrWrongKind: the name is held or queued as another kind of lock
-	// (Lock, FairLock, ReadLock/WriteLock share one name space).
+	// (Lock, FairLock, ReadLock/WriteLock, Semaphore share one name space).
 	ErrWrongKind = errors.New("holdfast: lock name in use as another kind of lock")
 	// ErrWouldDeadlock: an owner holding a read lock asked for the write
 	// lock of the same name, which would wait for its own read hold.

@@ -430,7 +430,8 @@ type Event struct {
 	ExpiresAt time.Time
 	Err       error
 	// Lock is the kind of lock an Enqueued request asks for: "lock"
-	// (Client.Lock), "fair" (FairLock) or "rw" (ReadLock, WriteLock).
+	// (Client.Lock), "fair" (FairLock), "rw" (ReadLock, WriteLock) or
+	// "semaphore" (Semaphore).
 	Lock string
 	// Generation is the data generation the script whose reply brought this
 	// event ran in (the World's generation when no reply did): a reply

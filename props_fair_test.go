@@ -312,7 +312,6 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 	// place, and what delayed or lost that place (a cut, a failed call, a
 	// roll-back since it was taken) delays it too.
 	since := make([]time.Time, len(order)) // when each request's place was taken
-	heldBack := make([]bool, len(order))   // by its client's hold a failover rolled back
 	for i, a := range order {
 		since[i] = a.enqueued
 		for _, e := range order[:i] {
@@ -321,14 +320,13 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 				since[i] = e.enqueued
 			}
 		}
-		heldBack[i] = f.holdOutlivedFailover(order, a.client, since[i])
 	}
 	for j, b := range order {
 		if b.granted.IsZero() || !strings.Contains(b.field, ":~") || f.staleOfClient(order, b.client, b.granted) {
 			continue
 		}
 		for i, a := range order[:j] {
-			if !a.queued.Before(b.enqueued) || heldBack[i] || f.cutWithin(a.clientIdx, since[i], b.granted) ||
+			if !a.queued.Before(b.enqueued) || f.cutWithin(a.clientIdx, since[i], b.granted) ||
 				f.failedBetween(since[i], b.granted) || failedWithin(a.client, since[i], b.granted) {
 				continue
 			}
@@ -372,24 +370,6 @@ func (f *fairWorld) staleOfClient(order []*fairReq, client string, t time.Time) 
 func (f *fairWorld) cutWithin(i int, from, to time.Time) bool {
 	for _, c := range f.cuts[i] {
 		if !c.from.After(to) && (c.to.IsZero() || !c.to.Before(from)) {
-			return true
-		}
-	}
-	return false
-}
-
-// holdOutlivedFailover reports whether client held "f" at t by a grant a
-// failover or restart before t may have rolled back: until the client learns
-// that its hold is gone (its renewal fails, or its deadline passes), it
-// lets its own waiters wait for its release, and a grant Redis makes to one
-// of them passes on unconfirmed, so their places are lost to the failover
-// too.
-func (f *fairWorld) holdOutlivedFailover(order []*fairReq, client string, t time.Time) bool {
-	for _, h := range order {
-		if h.client != client || h.granted.IsZero() || !h.granted.Before(t) || (!h.ended.IsZero() && h.ended.Before(t)) {
-			continue
-		}
-		if f.failedBetween(h.granted, t) {
 			return true
 		}
 	}

@@ -2,6 +2,7 @@ package lockactor
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -37,7 +38,7 @@ func (m *Machine) tryHead(now time.Time) {
 	r := m.queue[0]
 	// A head whose place call is in flight waits for it: a request has one
 	// call in flight at a time.
-	if m.blocked || r.placeOp != 0 || !m.mayAttempt(r) {
+	if m.blocked || r.placeOp != 0 || !(m.mayAttempt(r) || m.probing(r)) {
 		// Held here or elsewhere: a try-once request cannot be granted now.
 		m.failTryOnce(true)
 		return
@@ -51,7 +52,7 @@ func (m *Machine) tryHead(now time.Time) {
 		return
 	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
-	m.unheard = false
+	m.unheard, m.probe = false, false
 	env := m.env
 	if m.kind.Place != nil {
 		env.Behind = m.behind(r)
@@ -88,6 +89,35 @@ func (m *Machine) mayAttempt(r *request) bool {
 		return len(m.owners) == 0
 	}
 	return m.kind.MayAttempt(&r.Request, m.holds)
+}
+
+// probing reports whether head r may try although this client holds an
+// exclusive kind (see Machine.probe): only past holds with no call in
+// flight, and never past a hold of r's own field.
+func (m *Machine) probing(r *request) bool {
+	if !m.probe || m.kind.MayAttempt != nil || m.fieldBusy(r.Field) {
+		return false
+	}
+	for _, o := range m.owners {
+		if o.field == r.Field || o.undo || o.op.kind != opNone {
+			return false
+		}
+	}
+	return true
+}
+
+// staleHolds ends the holds a fresh grant of an exclusive kind to field
+// shows are gone in Redis: the other owners with no call in flight, which
+// a failover's roll-back took behind their backs.
+func (m *Machine) staleHolds(now time.Time, field string) {
+	if m.kind.MayAttempt != nil {
+		return
+	}
+	for _, o := range slices.Clone(m.owners) {
+		if o.field != field && !o.undo && o.op.kind == opNone {
+			m.ownerLost(now, o, fmt.Errorf("%w: Redis granted the lock to another waiter of this client (a failover rolled the hold back)", ErrNotOwner))
+		}
+	}
 }
 
 // holds yields this client's holds on the name, for Kind.MayAttempt.
@@ -249,6 +279,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		}
 		if !handoff {
 			m.streak, m.streakStart = 0, now
+			m.staleHolds(now, r.Field)
 		}
 		m.grant(now, o, r, sent)
 		m.fieldWaitersTo(o)

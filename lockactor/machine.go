@@ -224,6 +224,11 @@ type Machine struct {
 	// be allowed to yet): nothing may put the queue back to sleep before
 	// it does.
 	unheard bool
+	// probe: Redis may have granted a waiter of this client (its place is
+	// gone, or its client channel spoke) while this client believes it
+	// holds an exclusive kind: the head tries once despite that hold, and
+	// a grant shows the hold is gone (see probing).
+	probe   bool
 	backoff time.Duration
 	// attemptErr is the error of the last failed attempt, cleared by an
 	// answer: a wait that runs out says what kept it from Redis.
@@ -330,6 +335,11 @@ func (m *Machine) step(now time.Time, msg Msg) {
 	case MsgTimer:
 		m.timer(now, msg.Timer)
 	case MsgWake, MsgResync:
+		if msg.Kind == MsgWake && m.kind.Place != nil && len(m.owners) > 0 {
+			// A queue kept by Redis speaks on this client's channel only
+			// to grant one of its waiters.
+			m.probe = true
+		}
 		m.wake(now)
 	case MsgSubscribed:
 		if m.sub == subPending {

@@ -178,7 +178,9 @@ func (m *Machine) keepAlive(now time.Time) {
 // (and the grant's message may be lost) or lapsed: the head of the local
 // queue tries again at once, which confirms a grant (its own, or one that
 // Redis gave another waiter of this client, see Kind.Place) or queues it
-// anew; another waiter takes a new place.
+// anew; another waiter takes a new place. The head tries even while this
+// client holds the name (probe): Redis grants a waiter only a free name, so
+// a hold a failover rolled back ends then, not at its deadline.
 func (m *Machine) keepAliveReply(now time.Time, r *request, msg Msg) {
 	r.keepOp = 0
 	if msg.Fault != NoFault || msg.Renewed {
@@ -188,6 +190,9 @@ func (m *Machine) keepAliveReply(now time.Time, r *request, msg Msg) {
 	}
 	m.unqueue(r)
 	if len(m.queue) > 0 && m.queue[0] == r {
+		if len(m.owners) > 0 {
+			m.probe = true // granted, perhaps, past a hold a failover lost
+		}
 		m.wake(now)
 	}
 }

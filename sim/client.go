@@ -355,6 +355,12 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 		w.sendWatching(c, e.Script.Src, []string{e.Key}, []string{e.Field, scripts.Millis(e.Lease)}, e.Script.RenewedKey(name, e.Field),
 			func(r Reply, f lockactor.Fault) {
 				renewed := f == lockactor.NoFault && len(r.Array) == 1 && r.Array[0].Int == 1
+				if f != lockactor.NoFault {
+					// A keep-alive (or renewal) that got no answer may
+					// still have run, as a failed place call may.
+					w.history = append(w.history, Event{Kind: CallFailed, At: w.now, Client: c.id, Name: name,
+						Field: e.Field, Err: r.errOrNil(), Generation: w.generation})
+				}
 				if renewed {
 					w.history = append(w.history, Event{Kind: Extended, At: w.now, Client: c.id, Name: name,
 						Field: e.Field, ExpiresAt: c.execExpiry, RanAt: c.execAt, Generation: c.generation()})

@@ -150,3 +150,57 @@ func TestFairLockDeadWaitersSkipped(t *testing.T) {
 		t.Fatalf("z granted %v after the release, want within about WaiterTimeout", waited)
 	}
 }
+
+// TestFairRolledBackHolderLearnsAtOnce: a failover rolls back the grant of a
+// fixed-lease fair hold (c1's A) while its client's second waiter (B) keeps
+// its place. When Redis then grants c1 a waiter, c1 learns its hold is gone
+// (Lost with ErrNotOwner long before its 20 s deadline), and B confirms its
+// turn before c3's waiter C, which asked after it — rather than B's grant
+// passing on unconfirmed behind a hold that no longer exists.
+func TestFairRolledBackHolderLearnsAtOnce(t *testing.T) {
+	w := sim.New(sim.Config{Seed: 7, Replicas: 1, MaxDelay: time.Millisecond, ReplicationLag: 300 * time.Millisecond})
+	c1 := w.NewClient(sim.ClientConfig{WaiterTimeout: time.Second})
+	c2 := w.NewClient(sim.ClientConfig{WaiterTimeout: time.Second, WatchdogTimeout: time.Second})
+	c3 := w.NewClient(sim.ClientConfig{WaiterTimeout: time.Second})
+	ctx := context.Background()
+	x := c2.FairLock(ctx, "q")
+	w.Advance(10 * time.Millisecond)
+	if !acquired(x) {
+		t.Fatalf("c2 not granted: %v", x.Err())
+	}
+	a := c1.FairLock(ctx, "q", holdfast.WithLease(20*time.Second))
+	w.Advance(5 * time.Millisecond)
+	b := c1.FairLock(ctx, "q")
+	w.Advance(2 * time.Second) // the places reach the replica
+	if err := x.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20 && !acquired(a); i++ {
+		w.Advance(time.Millisecond)
+	}
+	if !acquired(a) {
+		t.Fatalf("A not granted after c2's release: %v", a.Err())
+	}
+	if !w.Failover() {
+		t.Fatal("the failover lost no write: the seed no longer rolls A's grant back")
+	}
+	w.Revive()
+	w.Advance(10 * time.Millisecond)
+	cl := c3.FairLock(ctx, "q")
+	start := w.Now()
+	for w.Now().Sub(start) < 15*time.Second && !acquired(b) && !acquired(cl) {
+		w.Advance(10 * time.Millisecond)
+	}
+	if !acquired(b) || acquired(cl) {
+		t.Fatalf("after the roll-back: B acquired=%v (%v), C acquired=%v: B asked first", acquired(b), b.Err(), acquired(cl))
+	}
+	if !lost(a) || !errors.Is(a.Err(), holdfast.ErrNotOwner) {
+		t.Fatalf("A: lost=%v err=%v, want ErrNotOwner once B was granted", lost(a), a.Err())
+	}
+	t.Logf("B granted %v after C asked; A told %v", w.Now().Sub(start), a.Err())
+	b.Release(ctx)
+	w.Advance(100 * time.Millisecond)
+	if !acquired(cl) {
+		t.Fatalf("C not granted after B: %v", cl.Err())
+	}
+}

@@ -397,7 +397,8 @@ const (
 	Enqueued // the Lock call reached its client's machine
 	// CallFailed: a script call of the client on the name got no answer
 	// (lost, timed out) or an error; what it carried may not have reached
-	// Redis. Req is 0: a call may serve several requests.
+	// Redis. Req is 0: a call may serve several requests. Field is set for
+	// a failed renewal or keep-alive (one field's call).
 	CallFailed
 	// Extended: a renewal found Field holding Name in Redis and left the
 	// key to expire at ExpiresAt (its script ran at RanAt, in Generation).

@@ -52,7 +52,7 @@ func (m *Machine) tryHead(now time.Time) {
 		return
 	}
 	m.att = attempt{op: m.id(), req: r, sent: now}
-	m.unheard, m.probe = false, false
+	m.unheard, m.probe, r.gone = false, false, false
 	env := m.env
 	if m.kind.Place != nil {
 		env.Behind = m.behind(r)

@@ -111,6 +111,10 @@ type request struct {
 	placeOp     uint64
 	keepOp      uint64
 	placeFailed bool
+	// gone: a keep-alive found the place of r, the head, gone — Redis
+	// granted it, most likely: it tries rather than takes a new place
+	// while its client's release is on its way (see placeAll).
+	gone bool
 }
 
 type opKind uint8

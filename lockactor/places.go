@@ -28,7 +28,7 @@ func (m *Machine) placeAll(now time.Time) {
 	var op uint64
 	for _, r := range m.queue {
 		if r.placed || r.tryOnce || r.ending || r == m.att.req || r.placeOp != 0 || r.placeFailed ||
-			!m.queues(r) || m.fieldQueued(r) {
+			!m.queues(r) || m.fieldQueued(r) || (r.gone && m.releasing()) {
 			continue
 		}
 		if op == 0 {
@@ -41,6 +41,18 @@ func (m *Machine) placeAll(now time.Time) {
 	if op != 0 {
 		m.call(op, m.kind.Place(m.env, batch), "", "")
 	}
+}
+
+// releasing reports whether a release of this client's is on its way to
+// Redis: a head whose place is gone tries once it is answered (a place
+// call meanwhile would only cost it a round trip on a grant it has).
+func (m *Machine) releasing() bool {
+	for _, o := range m.owners {
+		if o.op.kind == opRelease || o.op.kind == opHandoff {
+			return true
+		}
+	}
+	return false
 }
 
 // fieldQueued reports whether another waiter of r's owner field has the
@@ -190,6 +202,7 @@ func (m *Machine) keepAliveReply(now time.Time, r *request, msg Msg) {
 	}
 	m.unqueue(r)
 	if len(m.queue) > 0 && m.queue[0] == r {
+		r.gone = true
 		if len(m.owners) > 0 {
 			m.probe = true // granted, perhaps, past a hold a failover lost
 		}

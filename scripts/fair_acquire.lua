@@ -37,6 +37,14 @@ local H, F, L, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local field, lease, expected = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local wt, mode, chprefix = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 
+-- take_and_tell takes the lock for field and tells the queue's head when
+-- the new lease is short (tell_head).
+local function take_and_tell()
+  local reply = take(H, F, L, field, lease)
+  tell_head(Q, lease, chprefix)
+  return reply
+end
+
 if redis.call('exists', H) == 1 and redis.call('hget', H, 'kind') ~= 'fair' then
   return {-2}
 end
@@ -88,7 +96,7 @@ end
 if count > 1 then return {-1, count} end
 if count == 0 then
   -- Granted by a release: confirm.
-  return take(H, F, L, field, lease)
+  return take_and_tell()
 end
 if mode == 'take' and #ARGV > 6 then
   -- A grant to a waiter queued behind the caller in its own client
@@ -112,7 +120,7 @@ if mode == 'take' and #ARGV > 6 then
     redis.call('hdel', Q, field)
     redis.call('hset', Q, g, '0:' .. (now + wt))
     extend(Q, wt)
-    return take(H, F, L, field, lease)
+    return take_and_tell()
   end
 end
 
@@ -121,11 +129,11 @@ if redis.call('exists', H) == 0 and redis.call('exists', Q) == 1 then
   -- Free with waiters queued: their turn (the head's holder or grantee
   -- expired). The head may be this very owner.
   if grant_next(H, Q, now, wt, chprefix) == field then
-    return take(H, F, L, field, lease)
+    return take_and_tell()
   end
 end
 if redis.call('exists', H) == 0 and redis.call('exists', Q) == 0 then
-  return take(H, F, L, field, lease)
+  return take_and_tell()
 end
 
 local sleep = wait_ms(H, wt, lease)

@@ -125,3 +125,31 @@ local function take(H, F, L, field, lease)
   return {1, 1, token}
 end
 
+
+-- tell_head: nobody announces a hold that expires unreleased: the head of
+-- the queue learns of its end by looking (its retry timer is set for the
+-- PTTL it was told, and it looks at least every third of its own
+-- WaiterTimeout). A new hold whose lease could end before the head looks
+-- again, which happens within half of what its place has left (its keep-alive
+-- came at most a third of its WaiterTimeout ago), is announced to the head's
+-- client, so that it looks now and learns the hold's PTTL. The queue's PTTL
+-- bounds every place's deadline: with a lease that long (the common case) one
+-- PTTL decides.
+local function tell_head(Q, lease, chprefix)
+  local qttl = redis.call('pttl', Q)
+  if qttl < 0 or 2 * lease >= qttl then return end
+  local now = now_ms()
+  local all = redis.call('hgetall', Q)
+  local best, bestseq, bestdeadline
+  for i = 1, #all, 2 do
+    if all[i] ~= 'seq' then
+      local seq, deadline = place(all[i + 1])
+      if deadline > now and (not bestseq or seq < bestseq) then
+        best, bestseq, bestdeadline = all[i], seq, deadline
+      end
+    end
+  end
+  if best and 2 * lease < bestdeadline - now then
+    redis.call('publish', chprefix .. client(best), best)
+  end
+end

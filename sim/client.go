@@ -410,7 +410,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 		}
 	case lockactor.EffLost:
 		w.record(Event{Kind: Lost, At: w.now, Req: uint64(e.ID), Client: c.id, Name: name,
-			Field: m.fields[e.ID], Err: e.Err, Generation: w.generation})
+			Field: m.fields[e.ID], Err: e.Err, RanAt: c.execAt, Generation: w.generation})
 		if h := m.handles[e.ID]; h != nil {
 			delete(m.handles, e.ID)
 			delete(m.fields, e.ID)

@@ -169,32 +169,80 @@ func (c *Cluster) Serving(slot uint16) *Node {
 // Clients see ASK redirections during the move and MOVED after it.
 func (c *Cluster) MoveSlot(slot uint16, to *Node) {
 	c.t.Helper()
+	m := c.BeginMove(slot, to)
+	m.MigrateKeys()
+	m.Finish()
+}
+
+// SlotMove is a migration of one slot under way (BeginMove), for tests that
+// act between its steps.
+type SlotMove struct {
+	c        *Cluster
+	slot     string
+	From, To *Node
+}
+
+// BeginMove starts moving slot from its current owner to to: IMPORTING on
+// the target, MIGRATING on the source. Until Finish, the source serves the
+// slot's keys it still has and answers ASK (to the target) for the others.
+func (c *Cluster) BeginMove(slot uint16, to *Node) *SlotMove {
+	c.t.Helper()
 	from := c.Owner(slot)
 	if from == to {
 		c.t.Fatalf("topology: slot %d is already on %s", slot, to.Addr)
 	}
-	s := strconv.Itoa(int(slot))
-	to.MustDo("CLUSTER", "SETSLOT", s, "IMPORTING", from.ID())
-	from.MustDo("CLUSTER", "SETSLOT", s, "MIGRATING", to.ID())
+	m := &SlotMove{c: c, slot: strconv.Itoa(int(slot)), From: from, To: to}
+	to.MustDo("CLUSTER", "SETSLOT", m.slot, "IMPORTING", from.ID())
+	from.MustDo("CLUSTER", "SETSLOT", m.slot, "MIGRATING", to.ID())
+	return m
+}
+
+// MigrateKeys moves every key of the slot still on the source to the
+// target.
+func (m *SlotMove) MigrateKeys() {
+	m.c.t.Helper()
 	for {
-		keys, err := from.MustDo("CLUSTER", "GETKEYSINSLOT", s, "100").AsStrSlice()
+		keys, err := m.From.MustDo("CLUSTER", "GETKEYSINSLOT", m.slot, "100").AsStrSlice()
 		if err != nil {
-			c.t.Fatalf("topology: GETKEYSINSLOT: %v", err)
+			m.c.t.Fatalf("topology: GETKEYSINSLOT: %v", err)
 		}
 		if len(keys) == 0 {
-			break
+			return
 		}
-		args := append([]string{"MIGRATE", "127.0.0.1", to.Port, "", "0", "5000", "KEYS"}, keys...)
-		from.MustDo(args...)
+		args := append([]string{"MIGRATE", "127.0.0.1", m.To.Port, "", "0", "5000", "KEYS"}, keys...)
+		m.From.MustDo(args...)
 	}
+}
+
+// Finish hands the slot to the target on every master (SETSLOT NODE):
+// from then on the source answers MOVED. The keys must have been migrated.
+func (m *SlotMove) Finish() {
+	m.c.t.Helper()
 	// The target first, so it serves the slot before the source redirects.
-	to.MustDo("CLUSTER", "SETSLOT", s, "NODE", to.ID())
-	from.MustDo("CLUSTER", "SETSLOT", s, "NODE", to.ID())
-	for _, n := range c.Masters {
-		if n != to && n != from {
-			n.MustDo("CLUSTER", "SETSLOT", s, "NODE", to.ID())
+	m.To.MustDo("CLUSTER", "SETSLOT", m.slot, "NODE", m.To.ID())
+	m.From.MustDo("CLUSTER", "SETSLOT", m.slot, "NODE", m.To.ID())
+	for _, n := range m.c.Masters {
+		if n != m.To && n != m.From {
+			n.MustDo("CLUSTER", "SETSLOT", m.slot, "NODE", m.To.ID())
 		}
 	}
+}
+
+// ReplicasOf returns the replicas that replicate master now (INFO
+// replication's master_port), and fails the test if there is none.
+func (c *Cluster) ReplicasOf(master *Node) []*Node {
+	c.t.Helper()
+	var out []*Node
+	for _, n := range c.Nodes {
+		if n != master && n.Info("replication", "role") == "slave" &&
+			n.Info("replication", "master_port") == master.Port {
+			out = append(out, n)
+		}
+	}
+	if len(out) == 0 {
+		c.t.Fatalf("topology: no replica of %s", master.Addr)
+	}
+	return out
 }
 
 // Keys returns every key on every master.

@@ -340,8 +340,9 @@ func (m *Machine) step(now time.Time, msg Msg) {
 		m.timer(now, msg.Timer)
 	case MsgWake, MsgResync:
 		if msg.Kind == MsgWake && m.kind.Place != nil && len(m.owners) > 0 {
-			// A queue kept by Redis speaks on this client's channel only
-			// to grant one of its waiters.
+			// A queue kept by Redis speaks on this client's channel to
+			// grant one of its waiters (or to make its head look again):
+			// the hold this client believes in may be gone.
 			m.probe = true
 		}
 		m.wake(now)

@@ -31,6 +31,7 @@ go test -race -count=1 "$@" ./...
 go test -count=1 -run '^TestLockProperties$' -rapid.checks=10000 "$@" .
 go test -count=1 -run 'TestRWLockProperties' -rapid.checks=1000 "$@" .
 go test -count=1 -run '^TestFairLockProperties$' -rapid.checks=1000 "$@" .
+go test -count=1 -run '^TestFairHandoffLiveness$' -rapid.checks=2000 "$@" .
 go test -count=1 -run '^TestSemaphoreProperties$' -rapid.checks=2000 "$@" .
 go test -count=1 -run '^TestLockPropertiesRedisson$' -rapid.checks=2000 "$@" .
 go test -count=1 ./sim -run '^TestRedLockLivenessProperties$' -rapid.checks=1000 "$@"

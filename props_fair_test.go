@@ -307,6 +307,24 @@ func (f *fairWorld) checkFIFO(t *rapid.T) {
 			}
 		}
 	}
+	// A request of a client and owner field that gave up leaves an undo of
+	// the field (its place, or a grant it may have had), which, when a call
+	// of its client fails after the request began, may be repeated until it
+	// lands or the lease it covers runs out: a later request of the same field takes no place
+	// while it is pending (the undo could remove it), so it asks the queue
+	// only when that undo is over — which the history does not show: it is
+	// judged from the end of the longest such undo.
+	for i, a := range order {
+		for _, e := range order[:i] {
+			if e.client != a.client || e.field != a.field || e.ended.IsZero() || e.ended.After(a.enqueued) ||
+				!failedWithin(a.client, e.enqueued, a.enqueued) {
+				continue
+			}
+			if until := e.ended.Add(max(fairMaxLease, f.maxWT) + simCallTimeout); until.After(a.enqueued) && until.After(a.queued) {
+				a.queued = until
+			}
+		}
+	}
 	// A place in Redis belongs to an owner field: a request that asks while
 	// an earlier request of its client and field waits shares that one's
 	// place, and what delayed or lost that place (a cut, a failed call, a
@@ -384,3 +402,6 @@ func (f *fairWorld) failedBetween(from, to time.Time) bool {
 	}
 	return false
 }
+
+// fairMaxLease bounds the leases and watchdog timeouts the fair property draws.
+const fairMaxLease = 3 * time.Second

@@ -699,3 +699,60 @@ func TestZeroPTTLRetriesAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestFairFieldWaitsForItsUndo: a fair request gives up while the undo of
+// its place cannot reach Redis; a new request of the same owner field takes
+// no place (and does not try) until that undo has landed — a repeat of the
+// undo running after the new place would remove it, and the waiter would
+// lose its turn.
+func TestFairFieldWaitsForItsUndo(t *testing.T) {
+	d := newDriver(t)
+	d.m.cfg.WaiterTimeout = 3 * time.Second
+	fair := func(id ReqID) Msg {
+		return Msg{Kind: MsgEnqueue, Req: Request{ID: id, Field: "c:i:x", Lease: lease, Watchdog: true, Wait: -1, Kind: Fair}}
+	}
+	fieldCalls := func(effs []Effect, script *scripts.Script) []Effect {
+		var out []Effect
+		for _, e := range effs {
+			if e.Kind == EffCall && e.Call.Script == script && e.Call.Args[0] == "c:i:x" {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+	effs := d.step(fair(1))
+	acq := fieldCalls(effs, scripts.FairAcquireScript)
+	if len(acq) != 1 {
+		t.Fatalf("want the head's attempt, got %v", kinds(effs))
+	}
+	d.step(held(acq[0].Op, time.Second)) // placed in Redis's queue
+	effs = d.step(Msg{Kind: MsgCancel, ID: 1, Err: errors.New("gave up")})
+	undo := fieldCalls(effs, scripts.FairReleaseScript)
+	if len(undo) != 1 {
+		t.Fatalf("want the undo of the place, got %v", kinds(effs))
+	}
+	effs = d.step(Msg{Kind: MsgReply, Op: undo[0].Op, Fault: Ambiguous, Err: errors.New("timeout")})
+	effs = append(effs, d.step(fair(2))...)
+	if c := fieldCalls(effs, scripts.FairAcquireScript); len(c) != 0 {
+		t.Fatalf("a place or attempt of field x went out while its undo is to be repeated: %v", kinds(effs))
+	}
+	var retry Effect
+	for _, e := range effs {
+		if e.Kind == EffSchedule && e.Timer.Kind == TimerOpRetry {
+			retry = e
+		}
+	}
+	if retry.Kind == 0 {
+		t.Fatalf("no retry of the undo scheduled: %v", kinds(effs))
+	}
+	d.now = retry.At
+	effs = d.step(Msg{Kind: MsgTimer, Timer: retry.Timer})
+	undo = fieldCalls(effs, scripts.FairReleaseScript)
+	if len(undo) != 1 || len(fieldCalls(effs, scripts.FairAcquireScript)) != 0 {
+		t.Fatalf("want the undo repeated alone, got %v", kinds(effs))
+	}
+	effs = d.step(Msg{Kind: MsgReply, Op: undo[0].Op, Reply: []int64{0}})
+	if len(fieldCalls(effs, scripts.FairAcquireScript)) != 1 {
+		t.Fatalf("once the undo landed, request 2 asks Redis: got %v", kinds(effs))
+	}
+}

@@ -28,7 +28,7 @@ func (m *Machine) placeAll(now time.Time) {
 	var op uint64
 	for _, r := range m.queue {
 		if r.placed || r.tryOnce || r.ending || r == m.att.req || r.placeOp != 0 || r.placeFailed ||
-			!m.queues(r) || m.fieldQueued(r) || (r.gone && m.releasing()) {
+			!m.queues(r) || m.fieldQueued(r) || (r.gone && m.releasing()) || m.fieldUndoing(r.Field) {
 			continue
 		}
 		if op == 0 {
@@ -41,6 +41,15 @@ func (m *Machine) placeAll(now time.Time) {
 	if op != 0 {
 		m.call(op, m.kind.Place(m.env, batch), "", "")
 	}
+}
+
+// fieldUndoing reports whether an undo of field (the place or grant of an
+// earlier request of the field that gave up) is still on its way or to be
+// repeated: a place taken meanwhile could be the one that undo removes, when
+// a repeat of it runs after the place call.
+func (m *Machine) fieldUndoing(field string) bool {
+	o := m.ownerOf(field)
+	return (o != nil && o.undo) || m.fieldBusy(field)
 }
 
 // releasing reports whether a release of this client's is on its way to

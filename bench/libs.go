@@ -20,6 +20,9 @@ import (
 // Library names, as they appear in the table and the JSON.
 const (
 	libHoldfast    = "holdfast"
+	// libHoldfastRedisson is holdfast with Config.Layout = LayoutRedisson
+	// (Redisson's RLock keys): not in allLibs, ask for it with -libs.
+	libHoldfastRedisson = "holdfast-redisson"
 	libRedsync     = "redsync"
 	libRedislock   = "redislock"
 	libRueidislock = "rueidislock"
@@ -29,6 +32,9 @@ const (
 )
 
 var allLibs = []string{libHoldfast, libRedsync, libRedislock, libRueidislock}
+
+// knownLibs are the libraries -libs accepts.
+var knownLibs = append([]string{libHoldfastRedisson}, allLibs...)
 
 // peerLease is the lease of redsync's and redislock's locks, which have no
 // watchdog: long enough that no hold in any scenario runs out, the same as
@@ -57,7 +63,7 @@ type openOpts struct {
 // open makes one client of lib whose connections count into ctr.
 func (e *env) open(lib string, ctr *cmdCounter, o openOpts) (locker, error) {
 	switch lib {
-	case libHoldfast:
+	case libHoldfast, libHoldfastRedisson:
 		rdb, err := rueidis.NewClient(rueidis.ClientOption{
 			InitAddress: []string{e.srv.addr},
 			DialCtxFn:   ctr.rueidisDialer(),
@@ -65,7 +71,11 @@ func (e *env) open(lib string, ctr *cmdCounter, o openOpts) (locker, error) {
 		if err != nil {
 			return nil, err
 		}
-		c, err := holdfast.New(holdfast.Config{Redis: rdb, WatchdogTimeout: o.watchdog})
+		layout := holdfast.LayoutHoldfast
+		if lib == libHoldfastRedisson {
+			layout = holdfast.LayoutRedisson
+		}
+		c, err := holdfast.New(holdfast.Config{Redis: rdb, WatchdogTimeout: o.watchdog, Layout: layout})
 		if err != nil {
 			rdb.Close()
 			return nil, err

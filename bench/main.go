@@ -101,8 +101,8 @@ func run() int {
 		}
 	}
 	for _, l := range e.libs {
-		if !contains(allLibs, l) {
-			fmt.Fprintf(os.Stderr, "bench: unknown library %q (have %s)\n", l, strings.Join(allLibs, ", "))
+		if !contains(knownLibs, l) {
+			fmt.Fprintf(os.Stderr, "bench: unknown library %q (have %s)\n", l, strings.Join(knownLibs, ", "))
 			return 2
 		}
 	}

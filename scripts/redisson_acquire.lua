@@ -31,6 +31,13 @@ local function peek()
   return tonumber(redis.call('get', KEYS[2]) or '0')
 end
 
+-- The common fresh grant: no hash means free (and no RReadWriteLock).
+if expected == 0 and redis.call('exists', key) == 0 then
+  local token = redis.call('incr', KEYS[2])
+  redis.call('hincrby', key, f, 1)
+  redis.call('pexpire', key, lease)
+  return {1, 1, token}
+end
 if redis.call('hexists', key, 'mode') == 1 then return {-2} end
 local v = redis.call('hget', key, f)
 local count = 0

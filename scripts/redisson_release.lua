@@ -28,8 +28,8 @@ end
 if expected ~= 0 and count > 1 then
   return redis.call('hincrby', key, f, -1)
 end
-redis.call('hdel', key, f)
-if redis.call('exists', key) == 0 then
-  redis.call('publish', KEYS[2], 0)
-end
+-- The owner's field is the only one an RLock's hash holds: the hash goes,
+-- as Redisson's unlock deletes it.
+redis.call('del', key)
+redis.call('publish', KEYS[2], 0)
 return 0

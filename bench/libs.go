@@ -19,16 +19,16 @@ import (
 
 // Library names, as they appear in the table and the JSON.
 const (
-	libHoldfast    = "holdfast"
+	libHoldfast = "holdfast"
 	// libHoldfastRedisson is holdfast with Config.Layout = LayoutRedisson
 	// (Redisson's RLock keys): not in allLibs, ask for it with -libs.
 	libHoldfastRedisson = "holdfast-redisson"
-	libRedsync     = "redsync"
-	libRedislock   = "redislock"
-	libRueidislock = "rueidislock"
-	refBenchmark   = "redis-benchmark"
-	refAfterFunc   = "time.AfterFunc"
-	refPing        = "PING loop" // a plain Go loop of PINGs on one connection
+	libRedsync          = "redsync"
+	libRedislock        = "redislock"
+	libRueidislock      = "rueidislock"
+	refBenchmark        = "redis-benchmark"
+	refAfterFunc        = "time.AfterFunc"
+	refPing             = "PING loop" // a plain Go loop of PINGs on one connection
 )
 
 var allLibs = []string{libHoldfast, libRedsync, libRedislock, libRueidislock}

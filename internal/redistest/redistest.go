@@ -63,11 +63,14 @@ func StartPersistent(t testing.TB) *Server {
 func startNew(t testing.TB, persist bool) *Server {
 	t.Helper()
 	s := &Server{t: t, persist: persist}
-	t.Cleanup(s.Kill)
 	OnFreePorts(t, func() error {
 		s.Addr, s.dir = pickAddr(t), t.TempDir()
 		return s.launch()
 	})
+	// Registered after the directory's removal, so that it runs before it
+	// (cleanups run last first): a live server, or a replica taking a full
+	// sync, would write files into the directory while it is removed.
+	t.Cleanup(s.Kill)
 	return s
 }
 

@@ -158,38 +158,11 @@ func TestRWLockProperties(t *testing.T) {
 	runs, overlapped := 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		p := newRWWorld(rt)
-		rt.Repeat(map[string]func(*rapid.T){
-			"read":    func(t *rapid.T) { p.lock(t, false) },
-			"write":   func(t *rapid.T) { p.lock(t, true) },
-			"readers": p.readers,
-			"release": p.release,
-			"cancel":  p.cancel,
-			"advance": func(t *rapid.T) {
-				p.w.Advance(time.Duration(rapid.IntRange(1, 3000).Draw(t, "ms")) * time.Millisecond)
-			},
-			"pause":  p.pause,
-			"resume": p.resume,
-			"failover": func(t *rapid.T) {
-				before := p.w.Generation()
-				p.w.Failover()
-				p.w.Revive()
-				p.noteRollback(before)
-			},
-			"restart": func(t *rapid.T) {
-				if rapid.IntRange(0, 3).Draw(t, "rare") != 0 {
-					t.Skip("restarts are rare")
-				}
-				before := p.w.Generation()
-				p.w.RestartPrimary()
-				p.noteRollback(before)
-			},
-			"partition": func(t *rapid.T) {
-				p.w.Partition(p.clients[rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")])
-			},
-			"heal":    func(*rapid.T) { p.w.Heal() },
-			"droppub": func(*rapid.T) { p.w.DropPubSub(0.5) },
-			"":        p.check,
-		})
+		actions := p.faultActions()
+		actions["read"] = func(t *rapid.T) { p.lock(t, false) }
+		actions["write"] = func(t *rapid.T) { p.lock(t, true) }
+		actions["readers"] = p.readers
+		rt.Repeat(actions)
 		p.liveness(rt)
 		runs++
 		if p.overlap >= 2 {
@@ -199,6 +172,41 @@ func TestRWLockProperties(t *testing.T) {
 	t.Logf("%d of %d runs had read holds of distinct owners valid at once", overlapped, runs)
 	if runs >= 20 && overlapped == 0 {
 		t.Fatal("readers never overlapped: the property runs do not exercise sharing")
+	}
+}
+
+// faultActions are the actions every property of this world draws besides
+// its locks: releases, cancellations, time, pauses, failovers, restarts,
+// partitions, lost messages, and the check after each.
+func (p *rwWorld) faultActions() map[string]func(*rapid.T) {
+	return map[string]func(*rapid.T){
+		"release": p.release,
+		"cancel":  p.cancel,
+		"advance": func(t *rapid.T) {
+			p.w.Advance(time.Duration(rapid.IntRange(1, 3000).Draw(t, "ms")) * time.Millisecond)
+		},
+		"pause":  p.pause,
+		"resume": p.resume,
+		"failover": func(t *rapid.T) {
+			before := p.w.Generation()
+			p.w.Failover()
+			p.w.Revive()
+			p.noteRollback(before)
+		},
+		"restart": func(t *rapid.T) {
+			if rapid.IntRange(0, 3).Draw(t, "rare") != 0 {
+				t.Skip("restarts are rare")
+			}
+			before := p.w.Generation()
+			p.w.RestartPrimary()
+			p.noteRollback(before)
+		},
+		"partition": func(t *rapid.T) {
+			p.w.Partition(p.clients[rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")])
+		},
+		"heal":    func(*rapid.T) { p.w.Heal() },
+		"droppub": func(*rapid.T) { p.w.DropPubSub(0.5) },
+		"":        p.check,
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"pgregory.net/rapid"
 
@@ -42,37 +41,10 @@ func TestSemaphoreProperties(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		p := newRWWorld(rt)
 		p.permits = rapid.IntRange(1, 3).Draw(rt, "permits")
-		rt.Repeat(map[string]func(*rapid.T){
-			"take":    func(t *rapid.T) { p.lock(t, false) },
-			"crowd":   p.readers, // every live client takes one name at once
-			"release": p.release,
-			"cancel":  p.cancel,
-			"advance": func(t *rapid.T) {
-				p.w.Advance(time.Duration(rapid.IntRange(1, 3000).Draw(t, "ms")) * time.Millisecond)
-			},
-			"pause":  p.pause,
-			"resume": p.resume,
-			"failover": func(t *rapid.T) {
-				before := p.w.Generation()
-				p.w.Failover()
-				p.w.Revive()
-				p.noteRollback(before)
-			},
-			"restart": func(t *rapid.T) {
-				if rapid.IntRange(0, 3).Draw(t, "rare") != 0 {
-					t.Skip("restarts are rare")
-				}
-				before := p.w.Generation()
-				p.w.RestartPrimary()
-				p.noteRollback(before)
-			},
-			"partition": func(t *rapid.T) {
-				p.w.Partition(p.clients[rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")])
-			},
-			"heal":    func(*rapid.T) { p.w.Heal() },
-			"droppub": func(*rapid.T) { p.w.DropPubSub(0.5) },
-			"":        p.check,
-		})
+		actions := p.faultActions()
+		actions["take"] = func(t *rapid.T) { p.lock(t, false) }
+		actions["crowd"] = p.readers // every live client takes one name at once
+		rt.Repeat(actions)
 		p.liveness(rt)
 		runs++
 		if p.permits > 1 && p.overlap >= 2 {

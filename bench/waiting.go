@@ -74,9 +74,9 @@ func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, ho
 	// The same clients, warm and with nobody waiting, for as long as the
 	// waiters will wait: what they send anyway (keep-alive PINGs of their
 	// idle connections), which the waiting window's count includes.
-	i0 := waiterCtr.snapshot()
+	i0, idleCPU := waiterCtr.snapshot(), e.startCPU()
 	time.Sleep(holdFor)
-	idle := countsDelta(i0, waiterCtr.snapshot())
+	idle, idleWin := countsDelta(i0, waiterCtr.snapshot()), idleCPU.stop()
 	e.res.add("waiting", lib, "idle_commands", float64(sumCalls(idle)))
 
 	h, err := holder.Lock(ctx, name)
@@ -84,7 +84,7 @@ func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, ho
 		return fmt.Errorf("holder: %w", err)
 	}
 	held := time.Now()
-	w0, hc0, stats0 := waiterCtr.snapshot(), holderCtr.snapshot(), e.snapshot()
+	w0, hc0, stats0, waitCPU := waiterCtr.snapshot(), holderCtr.snapshot(), e.snapshot(), e.startCPU()
 
 	type result struct {
 		acq, rel time.Time
@@ -108,7 +108,7 @@ func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, ho
 	}
 
 	time.Sleep(time.Until(held.Add(holdFor)))
-	w1, hc1, stats1 := waiterCtr.snapshot(), holderCtr.snapshot(), e.snapshot()
+	w1, hc1, stats1, waitWin := waiterCtr.snapshot(), holderCtr.snapshot(), e.snapshot(), waitCPU.stop()
 	released := time.Now()
 	if err := release(h); err != nil {
 		return fmt.Errorf("holder release: %w", err)
@@ -142,6 +142,10 @@ func waitingRound(ctx context.Context, e *env, lib string, round, rounds int, ho
 	wc := countsDelta(w0, w1)
 	e.res.add("waiting", lib, "waiter_commands", float64(sumCalls(wc)))
 	e.res.add("waiting", lib, "drain_ms", float64(last.Sub(released))/float64(time.Millisecond))
+	// The process's CPU (bench's own, the holder's client included), idle
+	// and while the waiters wait: in the notes.
+	idlePct, waitPct := 100*float64(idleWin.self)/float64(idleWin.wall), 100*float64(waitWin.self)/float64(waitWin.wall)
+	e.notef("waiting/%s round %d: bench process CPU %.2f%% of a core while %d waiters wait %v, %.2f%% with the same clients idle", lib, round, waitPct, waiters, holdFor, idlePct)
 	if early > 0 {
 		e.notef("waiting/%s round %d: MUTUAL EXCLUSION BROKEN: %d waiters acquired before the holder released", lib, round, early)
 	}

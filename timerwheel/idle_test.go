@@ -7,30 +7,24 @@ import (
 	"go.uber.org/goleak"
 )
 
-func (w *Wheel) ticking() bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.ticker != nil
-}
-
-// A started wheel with no timers has no ticker; a Schedule starts one at
-// once (a fake clock advanced right after sees it), and the tick that
-// empties the wheel stops it again.
+// A started wheel with no timers has no alarm; a Schedule sets one at once
+// (a fake clock advanced right after sees it), and the wake-up that empties
+// the wheel clears it again.
 func TestSleepsWhenEmptyAndWakesOnSchedule(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	w, clk, t0 := newWheel(8)
 	w.Start()
 	defer w.Stop()
-	if w.ticking() {
-		t.Fatal("an empty wheel ticks after Start")
+	if w.alarmSet() {
+		t.Fatal("an empty wheel has an alarm after Start")
 	}
 	clk.Add(time.Hour) // time passes while it sleeps
 	for round := 0; round < 3; round++ {
 		fired := make(chan struct{})
 		at := clk.Now().Add(50 * time.Millisecond)
 		w.Schedule(at, func() { close(fired) })
-		if !w.ticking() {
-			t.Fatalf("round %d: Schedule did not start the ticker", round)
+		if !w.alarmSet() {
+			t.Fatalf("round %d: Schedule did not set the alarm", round)
 		}
 		// Step one tick at a time: the goroutine must see each.
 		for !clk.Now().After(at.Add(tick)) {
@@ -48,9 +42,9 @@ func TestSleepsWhenEmptyAndWakesOnSchedule(t *testing.T) {
 			t.Fatalf("round %d: timer at %v not fired by %v", round, at.Sub(t0), clk.Now().Sub(t0))
 		}
 		deadline := time.Now().Add(5 * time.Second)
-		for w.ticking() {
+		for w.alarmSet() {
 			if time.Now().After(deadline) {
-				t.Fatalf("round %d: the ticker still runs with no timers", round)
+				t.Fatalf("round %d: the alarm is still set with no timers", round)
 			}
 			clk.Add(tick)
 			time.Sleep(time.Millisecond)

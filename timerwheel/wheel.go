@@ -1,6 +1,7 @@
 // Package timerwheel is a hashed timing wheel (Varghese & Lauck; the design
-// of Netty's HashedWheelTimer): one ticker for every timer of a holdfast
-// Client, O(1) schedule and cancel, driven only by an injected clock.
+// of Netty's HashedWheelTimer): one clock timer for every timer of a
+// holdfast Client, O(1) schedule and cancel, driven only by an injected
+// clock.
 //
 // # Concurrency
 //
@@ -9,22 +10,35 @@
 // Advance — the wheel's own goroutine after Start, or a simulator that drives
 // time itself — one after another, with no wheel lock held; they must not
 // block. The Wheel owns the one goroutine Start starts; Stop ends it and
-// waits for it. Timers still pending at Stop never fire.
+// waits for it. Timers still pending at Stop never fire. The function of the
+// wheel's alarm (see below), which the clock runs on a goroutine of its own,
+// only signals the wheel's goroutine.
 //
 // # Idle cost
 //
-// A started wheel ticks only while it holds timers: once a tick leaves it
-// empty its goroutine stops the ticker and sleeps, and the next Schedule
-// starts a new ticker (on the caller's goroutine, so that a fake clock
-// advanced right after Schedule sees it) and wakes the goroutine. An idle
-// Client thus costs no CPU. Ticks stay counted from the wheel's origin, so a
-// restarted ticker's phase does not change when a timer is due, only how
-// late within its tick it fires.
+// A started wheel sleeps until its next timer is due: its goroutine waits
+// for an alarm — one clock timer of the injected clock (AfterFunc), set for
+// the end of the earliest tick that holds a timer — instead of waking every
+// tick. Between timers it costs no CPU, however many timers it holds and
+// however far off they are; an empty wheel has no alarm at all. After each
+// wake-up the goroutine fires what is due, finds the next occupied tick (a
+// scan of a bitmap of occupied slots from the current tick, a round at
+// most) and sets the alarm for it. Schedule of a timer due before the alarm
+// sets the alarm earlier, on the caller's goroutine, so that a fake clock
+// advanced right after Schedule sees it. Stop of a timer leaves the alarm
+// as it is: cancelling the earliest timer costs at most one wake-up that
+// fires nothing. A timer fires at the end of the tick that covers its
+// deadline plus the alarm's scheduling delay: never early, at most one tick
+// after its deadline (plus that delay). Ticks stay counted from the wheel's
+// origin, so when a timer is due does not depend on when the alarm was set.
 package timerwheel
 
 import (
+	"math"
+	"math/bits"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -37,19 +51,36 @@ type Wheel struct {
 	origin time.Time // tick k covers (origin+(k-1)·tick, origin+k·tick]
 	mask   int64
 
-	mu      sync.Mutex // guards the fields below and every pending Timer's links
-	slots   []Timer    // list heads (sentinels) of each slot
-	next    int64      // the first tick Advance has not processed yet
-	pending int
-	stop    chan struct{}
-	done    chan struct{}
-	// ticker is the running ticker of a started wheel, nil while it sleeps
-	// (no timers) or is not started. Schedule hands a new one to the
-	// goroutine through wake (1-buffered; its one sender is Schedule, which
-	// sends only when ticker was nil, so a send never blocks; never closed).
-	ticker *clock.Ticker
-	wake   chan *clock.Ticker
+	mu       sync.Mutex // guards the fields below and every pending Timer's links
+	slots    []Timer    // list heads (sentinels) of each slot
+	occupied []uint64   // bit s set while slot s holds a timer
+	next     int64      // the first tick Advance has not processed yet
+	pending  int
+	stop     chan struct{}
+	done     chan struct{}
+	// live is set from Start to Stop: only then is there an alarm.
+	live bool
+	// alarm wakes the goroutine (through wake) at the end of tick armed,
+	// noTick when it is not set. armed is at or before every pending
+	// timer's tick, except while the goroutine is between a wake-up and
+	// setting the alarm again: it is lowered by Schedule, raised only by
+	// the goroutine, and left alone by Timer.Stop (a wake-up that finds
+	// nothing due is harmless).
+	alarm *clock.Timer
+	armed int64
+	// wake is 1-buffered and never closed: a send that finds it full is
+	// dropped, as a wake-up is already pending.
+	wake chan struct{}
+	// wakeups counts the goroutine's wake-ups, for tests and benchmarks.
+	wakeups atomic.Int64
 }
+
+// noTick is the tick of no timer: later than any.
+const noTick = math.MaxInt64
+
+// maxSleep bounds the alarm's delay: a timer centuries away costs a
+// harmless wake-up every maxSleep rather than a duration that overflows.
+const maxSleep = time.Hour
 
 // Timer is one scheduled function. Get one from Schedule, or arm a zero
 // Timer of your own (one embedded in a longer-lived record) with Arm.
@@ -72,7 +103,8 @@ func New(clk clock.Clock, tick time.Duration, slots int) *Wheel {
 	for n < slots {
 		n <<= 1
 	}
-	w := &Wheel{clk: clk, tick: tick, origin: clk.Now(), mask: int64(n - 1), slots: make([]Timer, n)}
+	w := &Wheel{clk: clk, tick: tick, origin: clk.Now(), mask: int64(n - 1), slots: make([]Timer, n),
+		occupied: make([]uint64, (n+63)/64), armed: noTick, wake: make(chan struct{}, 1)}
 	for i := range w.slots {
 		w.slots[i].prev, w.slots[i].next = &w.slots[i], &w.slots[i]
 	}
@@ -126,15 +158,18 @@ func (w *Wheel) Arm(t *Timer, at time.Time, fn func()) {
 	}
 	t.w, t.fn, t.at = w, fn, int64(at.Sub(w.origin))
 	t.due = max(w.tickOf(at), w.next)
-	head := &w.slots[t.due&w.mask]
+	s := t.due & w.mask
+	head := &w.slots[s]
+	if head.next == head {
+		w.occupied[s>>6] |= 1 << (s & 63)
+	}
 	t.prev, t.next = head.prev, head
 	head.prev.next = t
 	head.prev = t
 	t.pending = true
 	w.pending++
-	if w.ticker == nil && w.stop != nil && !w.stoppedLocked() {
-		w.ticker = w.clk.Ticker(w.tick)
-		w.wake <- w.ticker
+	if t.due < w.armed && w.live && !w.armLocked(t.due) {
+		w.poke() // due already: the goroutine advances at once
 	}
 	w.mu.Unlock()
 }
@@ -154,6 +189,10 @@ func (t *Timer) Stop() bool {
 }
 
 func (w *Wheel) unlinkLocked(t *Timer) {
+	if t.prev == t.next { // both are the head: t is its slot's only timer
+		s := t.due & w.mask
+		w.occupied[s>>6] &^= 1 << (s & 63)
+	}
 	t.prev.next = t.next
 	t.next.prev = t.prev
 	t.prev, t.next = nil, nil
@@ -213,8 +252,8 @@ func (w *Wheel) collectLocked(head *Timer, last int64, due []*Timer) []*Timer {
 	return due
 }
 
-// Start starts the goroutine that advances the wheel every tick of the
-// injected clock while it holds timers. Call Stop to end it.
+// Start starts the goroutine that advances the wheel whenever a timer is
+// due on the injected clock. Call Stop to end it.
 func (w *Wheel) Start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -222,57 +261,141 @@ func (w *Wheel) Start() {
 		return
 	}
 	w.stop, w.done = make(chan struct{}), make(chan struct{})
-	w.wake = make(chan *clock.Ticker, 1)
-	if w.pending > 0 {
-		w.ticker = w.clk.Ticker(w.tick)
+	w.live = true
+	if k := w.nextDueLocked(); k != noTick && !w.armLocked(k) {
+		w.poke()
 	}
-	go w.run(w.ticker, w.stop, w.done)
+	go w.run(w.stop, w.done)
 }
 
-// run advances the wheel on ticker's ticks; a nil ticker means sleep until
-// Schedule sends one.
-func (w *Wheel) run(ticker *clock.Ticker, stop, done chan struct{}) {
+// run sleeps until the alarm (or a Schedule of a timer already due) wakes
+// it, then advances the wheel to the clock's time and sets the alarm for
+// the next occupied tick.
+func (w *Wheel) run(stop, done chan struct{}) {
 	defer close(done)
 	for {
-		if ticker == nil {
-			select {
-			case <-stop:
-				return
-			case ticker = <-w.wake:
-			}
-		}
 		select {
 		case <-stop:
 			return
-		case <-ticker.C:
+		case <-w.wake:
+		}
+		w.wakeups.Add(1)
+		for {
 			w.Advance(w.clk.Now())
-			if w.sleepIfEmpty() {
-				ticker = nil
+			if w.rearm() {
+				break
+			}
+			// The next occupied tick ended while the last ones fired.
+			select {
+			case <-stop:
+				return
+			default:
 			}
 		}
 	}
 }
 
-// sleepIfEmpty stops the ticker if no timer is pending and reports whether
-// it did.
-func (w *Wheel) sleepIfEmpty() bool {
+// rearm sets the alarm for the earliest occupied tick, or clears it if the
+// wheel is empty. It reports false if that tick has ended already, and the
+// wheel must advance again.
+func (w *Wheel) rearm() bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.pending > 0 || w.ticker == nil {
-		return false
+	if !w.live {
+		return true
 	}
-	w.ticker.Stop()
-	w.ticker = nil
-	return true
+	k := w.nextDueLocked()
+	if k == noTick {
+		if w.alarm != nil {
+			w.alarm.Stop()
+		}
+		w.armed = noTick
+		return true
+	}
+	return w.armLocked(k)
 }
 
-func (w *Wheel) stoppedLocked() bool {
-	select {
-	case <-w.stop:
-		return true
-	default:
-		return false
+// armLocked records k as armed and sets the alarm for the end of tick k,
+// the time at which Advance fires it. It reports false if that time has
+// come already: then the caller must see that the wheel advances.
+//
+// A clock timer counts its delay from the clock's time when it is set, not
+// from the time read to compute the delay. If the clock moved much in
+// between — a fake clock advanced by another goroutine meanwhile — the
+// alarm would go off late by that much, so it is set again from a fresh
+// reading.
+func (w *Wheel) armLocked(k int64) bool {
+	w.armed = k
+	var end time.Duration // the end of tick k, from the origin
+	if k > int64(math.MaxInt64/w.tick) {
+		end = math.MaxInt64
+	} else {
+		end = time.Duration(k) * w.tick
 	}
+	slack := max(w.tick/64, 1)
+	now := w.clk.Now().Sub(w.origin)
+	for range 4 {
+		d := end - max(now, 0)
+		if d <= 0 {
+			return false
+		}
+		d = min(d, maxSleep)
+		if w.alarm == nil {
+			w.alarm = w.clk.AfterFunc(d, w.poke)
+		} else {
+			w.alarm.Reset(d)
+		}
+		then := now
+		now = w.clk.Now().Sub(w.origin)
+		if now-then < slack {
+			break
+		}
+	}
+	return now < end
+}
+
+// poke wakes the goroutine, or leaves a wake-up pending.
+func (w *Wheel) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+// nextDueLocked returns the earliest tick a pending timer is due on, or
+// noTick if none is pending. A slot i ticks after next holds only timers
+// due at next+i or a multiple of the wheel's length later, so the scan of
+// the occupied slots from next ends at the first slot whose tick is not
+// before the best found, a round at most.
+func (w *Wheel) nextDueLocked() int64 {
+	if w.pending == 0 {
+		return noTick
+	}
+	n := int64(len(w.slots))
+	best := int64(noTick)
+	for i := int64(0); i < n; {
+		s := (w.next + i) & w.mask
+		word := w.occupied[s>>6] >> (s & 63)
+		if word == 0 { // skip to the next word, or to slot 0
+			i += min(64-(s&63), n-s)
+			continue
+		}
+		i += int64(bits.TrailingZeros64(word))
+		k := w.next + i
+		if i >= n || k >= best {
+			break
+		}
+		head := &w.slots[k&w.mask]
+		for t := head.next; t != head; t = t.next {
+			if t.due < best {
+				if best = t.due; best == k {
+					return k
+				}
+			}
+		}
+		i++
+	}
+	return best
 }
 
 // Stop ends the goroutine started by Start and waits for it; pending timers
@@ -284,15 +407,14 @@ func (w *Wheel) Stop() {
 		w.mu.Unlock()
 		return
 	}
-	if !w.stoppedLocked() {
+	if w.live {
+		w.live = false
 		close(stop)
 	}
+	if w.alarm != nil {
+		w.alarm.Stop()
+	}
+	w.armed = noTick
 	w.mu.Unlock()
 	<-done
-	w.mu.Lock()
-	if w.ticker != nil {
-		w.ticker.Stop()
-		w.ticker = nil
-	}
-	w.mu.Unlock()
 }

@@ -75,25 +75,10 @@ type rwFigures struct {
 // rwRound runs the load once: with ReadLock/WriteLock when rw, else with Lock
 // for every request.
 func rwRound(ctx context.Context, e *env, round int, rw bool, warm, dur time.Duration) (rwFigures, error) {
-	var cls []*holdfast.Client
-	var rdbs []rueidis.Client
-	defer func() {
-		for i := range cls {
-			cls[i].Close()
-			rdbs[i].Close()
-		}
-	}()
-	for range rwClients {
-		rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{e.srv.addr}})
-		if err != nil {
-			return rwFigures{}, err
-		}
-		c, err := holdfast.New(holdfast.Config{Redis: rdb})
-		if err != nil {
-			rdb.Close()
-			return rwFigures{}, err
-		}
-		cls, rdbs = append(cls, c), append(rdbs, rdb)
+	cls, done, err := e.holdfastClients(rwClients)
+	defer done()
+	if err != nil {
+		return rwFigures{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -185,4 +170,29 @@ func rwRound(ctx context.Context, e *env, round int, rw bool, warm, dur time.Dur
 		writerWaitP99: percentile(waits, 99),
 		maxReaders:    maxReaders.Load(),
 	}, nil
+}
+
+// holdfastClients opens n holdfast Clients on the server, each with its
+// own rueidis client; done closes every one opened.
+func (e *env) holdfastClients(n int) (cls []*holdfast.Client, done func(), err error) {
+	var rdbs []rueidis.Client
+	done = func() {
+		for i := range cls {
+			cls[i].Close()
+			rdbs[i].Close()
+		}
+	}
+	for range n {
+		rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{e.srv.addr}})
+		if err != nil {
+			return cls, done, err
+		}
+		c, err := holdfast.New(holdfast.Config{Redis: rdb})
+		if err != nil {
+			rdb.Close()
+			return cls, done, err
+		}
+		cls, rdbs = append(cls, c), append(rdbs, rdb)
+	}
+	return cls, done, nil
 }

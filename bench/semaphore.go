@@ -7,8 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/holdfast/holdfast"
 )
 
@@ -73,25 +71,10 @@ type semFigures struct {
 // semRound runs the load once: with Semaphore(name, permits), or with Lock
 // when permits is 0.
 func semRound(ctx context.Context, e *env, round, permits int, warm, dur time.Duration) (semFigures, error) {
-	var cls []*holdfast.Client
-	var rdbs []rueidis.Client
-	defer func() {
-		for i := range cls {
-			cls[i].Close()
-			rdbs[i].Close()
-		}
-	}()
-	for range semClients {
-		rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{e.srv.addr}})
-		if err != nil {
-			return semFigures{}, err
-		}
-		c, err := holdfast.New(holdfast.Config{Redis: rdb})
-		if err != nil {
-			rdb.Close()
-			return semFigures{}, err
-		}
-		cls, rdbs = append(cls, c), append(rdbs, rdb)
+	cls, done, err := e.holdfastClients(semClients)
+	defer done()
+	if err != nil {
+		return semFigures{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/redistest"
 	"github.com/holdfast/holdfast/scripts"
@@ -222,16 +220,7 @@ const fairChildMode = "HOLDFAST_TEST_CHILD_FAIR"
 // runFairChild queues a FairLock on "fair-crash" with a 1s WaiterTimeout,
 // prints "waiting" and waits until it is killed.
 func runFairChild() {
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv(childEnv)}, DisableCache: true})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	c, err := holdfast.New(holdfast.Config{Redis: rdb, ClientID: "child", WaiterTimeout: time.Second})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
+	c := childClient(holdfast.Config{ClientID: "child", WaiterTimeout: time.Second})
 	l := c.FairLock(context.Background(), "fair-crash")
 	fmt.Println("waiting")
 	<-l.Lost

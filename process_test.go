@@ -30,17 +30,29 @@ func runChild() {
 		runSemChild()
 		return
 	}
+	c := childClient(holdfast.Config{WatchdogTimeout: time.Second})
+	holdUntilKilled(c.Lock(context.Background(), "crash"))
+}
+
+// childClient is the Client of a child process, on the test's server.
+func childClient(cfg holdfast.Config) *holdfast.Client {
 	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv(childEnv)}, DisableCache: true})
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	c, err := holdfast.New(holdfast.Config{Redis: rdb, WatchdogTimeout: time.Second})
+	cfg.Redis = rdb
+	c, err := holdfast.New(cfg)
 	if err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)
 	}
-	l := c.Lock(context.Background(), "crash")
+	return c
+}
+
+// holdUntilKilled waits for l, prints "held" and holds until the process
+// is killed (or says how the hold ended).
+func holdUntilKilled(l *holdfast.Lock) {
 	if err := l.Wait(context.Background()); err != nil {
 		fmt.Println("error", err)
 		os.Exit(1)

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/internal/redistest"
 	"github.com/holdfast/holdfast/scripts"
@@ -322,25 +320,8 @@ const semChildMode = "HOLDFAST_TEST_CHILD_SEM"
 // runSemChild takes the only permit of "sem-crash" with a 1s watchdog lease,
 // prints "held" and holds until it is killed.
 func runSemChild() {
-	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{os.Getenv(childEnv)}, DisableCache: true})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	c, err := holdfast.New(holdfast.Config{Redis: rdb, ClientID: "child", WatchdogTimeout: time.Second})
-	if err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	l := c.Semaphore(context.Background(), "sem-crash", 2)
-	if err := l.Wait(context.Background()); err != nil {
-		fmt.Println("error", err)
-		os.Exit(1)
-	}
-	fmt.Println("held")
-	<-l.Lost
-	fmt.Println("lost", l.Err())
-	os.Exit(1)
+	c := childClient(holdfast.Config{ClientID: "child", WatchdogTimeout: time.Second})
+	holdUntilKilled(c.Semaphore(context.Background(), "sem-crash", 2))
 }
 
 // TestSemaphoreKilledHolderFreesItsPermit: a holder process killed with

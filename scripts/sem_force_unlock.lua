@@ -13,7 +13,7 @@ if redis.call('hget', KEYS[1], 'kind') ~= 'semaphore' then return 0 end
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
   local f = fields[i]
-  if f ~= 'kind' and f ~= 'permits' then redis.call('del', KEYS[1] .. ':sem:' .. f) end
+  if f ~= 'kind' and f ~= 'permits' and f ~= 'next' then redis.call('del', KEYS[1] .. ':sem:' .. f) end
 end
 redis.call('del', KEYS[1])
 fence_take(KEYS[2], KEYS[3])

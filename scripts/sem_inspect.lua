@@ -11,7 +11,7 @@ local out = {redis.call('pttl', KEYS[1]), tonumber(redis.call('hget', KEYS[1], '
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do
   local f = fields[i]
-  if f ~= 'kind' and f ~= 'permits' and redis.call('exists', KEYS[1] .. ':sem:' .. f) == 1 then
+  if f ~= 'kind' and f ~= 'permits' and f ~= 'next' and redis.call('exists', KEYS[1] .. ':sem:' .. f) == 1 then
     out[#out + 1] = f
     out[#out + 1] = fields[i + 1]
   end

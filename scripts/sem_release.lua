@@ -14,17 +14,18 @@
 --   -2      the owner's count is not what the caller believes; nothing changed
 --
 -- A release that frees the permit tells the channel "released" once: one
--- waiter of each process that waits tries again.
+-- waiter of each process that waits tries again. It reads no other permit.
 local lk, key, f = KEYS[1], KEYS[2], ARGV[1]
 local expected = tonumber(ARGV[2])
 local pfx = key .. ':sem:'
 if #f == 0 or lk ~= pfx .. f then
   return redis.error_reply('ERR sem_release: KEYS[1] must be the field\'s lease key')
 end
-if redis.call('hget', key, 'kind') ~= 'semaphore' then
+local got = redis.call('hmget', key, 'kind', f)
+if got[1] ~= 'semaphore' then
   return -1
 end
-local v = redis.call('hget', key, f)
+local v = got[2]
 if v and redis.call('exists', lk) == 0 then
   redis.call('hdel', key, f)
   v = nil
@@ -43,25 +44,12 @@ end
 redis.call('hdel', key, f)
 redis.call('del', lk)
 
--- Prune dead permits, then fit the hash's TTL to the longest live lease.
-local live, best = 0, 0
-local all = redis.call('hgetall', key)
-for i = 1, #all, 2 do
-  local g = all[i]
-  if g ~= 'kind' and g ~= 'permits' then
-    local ttl = redis.call('pttl', pfx .. g)
-    if ttl == -2 then
-      redis.call('hdel', key, g)
-    else
-      live = live + 1
-      best = math.max(best, ttl)
-    end
-  end
-end
-if live == 0 then
+-- The hash goes with its last permit field. Its TTL is left as it is: an
+-- upper bound of the live leases (dead fields are pruned by the next
+-- acquire that needs to count them).
+local fields = redis.call('hlen', key) - 2 - redis.call('hexists', key, 'next')
+if fields <= 0 then
   redis.call('del', key)
-elseif best > 0 then
-  redis.call('pexpire', key, best)
 end
 redis.call('publish', ARGV[3], 'released')
 return 0

@@ -279,6 +279,23 @@ func (n *Node) Do(args ...string) Reply {
 			return wrongType()
 		}
 		return intReply(int64(len(h)))
+	case "HMGET":
+		if need(2, false) {
+			return arity(cmd)
+		}
+		h, bad := n.hash(a[0], false)
+		if bad {
+			return wrongType()
+		}
+		out := make([]Reply, 0, len(a)-1)
+		for _, f := range a[1:] {
+			if v, ok := h[f]; ok {
+				out = append(out, bulkReply(v))
+			} else {
+				out = append(out, nilReply())
+			}
+		}
+		return arrayReply(out...)
 	case "HGETALL":
 		if need(1, true) {
 			return arity(cmd)

@@ -110,7 +110,7 @@ func drawOp(t *rapid.T) op {
 	field := rapid.SampledFrom([]string{"c1:x", "c1:y", "c2:x"}).Draw(t, "field")
 	lease := rapid.SampledFrom([]string{"100000", "200000", "50000"}).Draw(t, "lease")
 	expected := strconv.Itoa(rapid.IntRange(0, 3).Draw(t, "expected"))
-	switch rapid.IntRange(0, 13).Draw(t, "kind") {
+	switch rapid.IntRange(0, 14).Draw(t, "kind") {
 	case 0, 1, 2:
 		return op{"acquire", scripts.Acquire, scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name)), []string{field, lease, expected}}
 	case 3, 4:
@@ -132,6 +132,8 @@ func drawOp(t *rapid.T) op {
 		return op{"hgetall", "", nil, []string{"HGETALL", lock}}
 	case 12:
 		return op{"pexpire", "", nil, []string{"PEXPIRE", lock, lease}}
+	case 13:
+		return op{"hmget", "", nil, []string{"HMGET", lock, field, "kind", field}}
 	default:
 		return op{"pttl", "", nil, []string{"PTTL", lock}}
 	}

@@ -20,7 +20,7 @@ import (
 // pub/sub, SCAN (Client.Names), GET (Inspect's fence) and the connection
 // handshake.
 const aclRules = "resetkeys ~holdfast:* resetchannels &holdfast:* -@all " +
-	"+evalsha +eval +exists +get +set +del +hget +hset +hincrby +hdel +hexists +hlen +hgetall +incr +pexpire +pttl +time +publish " +
+	"+evalsha +eval +exists +get +set +del +hget +hmget +hset +hincrby +hdel +hexists +hlen +hgetall +incr +pexpire +pttl +time +publish " +
 	"+subscribe +unsubscribe +scan +ping +hello +client|tracking"
 
 // TestREADMEStatesTheACLRules keeps the documented ACL line and the one the

@@ -19,6 +19,12 @@
 // Open takes the URLs of the holdfast command (an ACL user, TLS, Cluster
 // seeds, Sentinels); New takes a rueidis.Client you configured yourself.
 //
+// The other kinds return the same *Lock: FairLock (first come, first
+// served), ReadLock and WriteLock, Semaphore (at most N holders, each with
+// a leased permit), and the composites LockAll and RedLock. With
+// Config.Layout = LayoutRedisson, Lock, ReadLock and WriteLock speak
+// Redisson's keys and messages, so Go and Java processes share lock names.
+//
 // # Guarantees and their limits
 //
 // A hold is valid until its conservative deadline: the lease counted from the

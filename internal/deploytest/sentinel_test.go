@@ -144,3 +144,48 @@ func TestSentinelWindowWithoutSync(t *testing.T) {
 		t.Fatalf("release of the lost hold: %v, want ErrNotHeld", err)
 	}
 }
+
+// TestSentinelSemaphoreSurvivesFailover: with SyncReplicas 1, both permits
+// of a semaphore of 2 are granted and the primary is SIGKILLed. After the
+// Sentinels promote the replica, the permits are still held there (a third
+// holder is refused), their holders are not Lost, and a release on the new
+// primary wakes the waiter.
+func TestSentinelSemaphoreSurvivesFailover(t *testing.T) {
+	s := topology.StartSentinel(t)
+	const lease = 15 * time.Second
+	holder := newClient(t, s.Client(t), holdfast.Config{SyncReplicas: 1, WatchdogTimeout: lease})
+	ctx := context.Background()
+	a, b := holder.Semaphore(ctx, "pool", 2), holder.Semaphore(ctx, "pool", 2)
+	mustAcquire(t, a)
+	mustAcquire(t, b)
+	s.Primary.Kill()
+	start := time.Now()
+	s.WaitFailover(30 * time.Second)
+	t.Logf("failover took %v", time.Since(start).Round(time.Millisecond))
+	notLost(t, a)
+	notLost(t, b)
+	keys, err := s.Replica.MustDo("KEYS", "holdfast:{pool}:sem:*").AsStrSlice()
+	if err != nil || len(keys) != 2 {
+		t.Fatalf("new primary's permits: %v, %v; want both", keys, err)
+	}
+	other := newClient(t, s.Client(t), holdfast.Config{})
+	third := other.Semaphore(ctx, "pool", 2, holdfast.WithWait(time.Second))
+	mustLose(t, third, holdfast.ErrWaitTimeout)
+	w := other.Semaphore(ctx, "pool", 2)
+	pending(t, w)
+	rel := time.Now()
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-w.Acquired:
+		t.Logf("waiter granted %v after the release on the new primary", time.Since(rel).Round(time.Millisecond))
+	case <-w.Lost:
+		t.Fatalf("waiter lost: %v", w.Err())
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not granted within 5s of a release on the new primary")
+	}
+	notLost(t, b)
+	w.Release(ctx)
+	b.Release(ctx)
+}

@@ -1,11 +1,9 @@
 package holdfast_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -239,19 +237,7 @@ func TestFairLockKilledWaiterSkipped(t *testing.T) {
 	ctx := context.Background()
 	holder := h.FairLock(ctx, "fair-crash")
 	mustAcquire(t, holder)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+srv.Addr, fairChildMode+"=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(line) != "waiting" {
-		t.Fatalf("child said %q, %v", line, err)
-	}
+	cmd := startChild(t, "waiting", childEnv+"="+srv.Addr, fairChildMode+"=1")
 	waitPlaces(t, srv, "fair-crash", 1)
 	live := newClient(t, srv, holdfast.Config{WaiterTimeout: wt}).FairLock(ctx, "fair-crash")
 	waitPlaces(t, srv, "fair-crash", 2)

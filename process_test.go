@@ -63,10 +63,13 @@ func holdUntilKilled(l *holdfast.Lock) {
 	os.Exit(1)
 }
 
-func TestHolderKilledWithSIGKILL(t *testing.T) {
-	srv := redistest.Start(t)
+// startChild runs the test binary as a child process with env added (see
+// TestMain), waits for its first line to be said, and kills it when the
+// test ends.
+func startChild(t *testing.T, said string, env ...string) *exec.Cmd {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+srv.Addr)
+	cmd.Env = append(os.Environ(), env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -75,10 +78,15 @@ func TestHolderKilledWithSIGKILL(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "held" {
-		t.Fatalf("child said %q, %v", line, err)
+	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(line) != said {
+		t.Fatalf("child said %q, %v; want %q", line, err, said)
 	}
+	return cmd
+}
+
+func TestHolderKilledWithSIGKILL(t *testing.T) {
+	srv := redistest.Start(t)
+	cmd := startChild(t, "held", childEnv+"="+srv.Addr)
 	// Let the watchdog renew at least twice, then kill it without warning.
 	time.Sleep(1500 * time.Millisecond)
 	c := newClient(t, srv, holdfast.Config{})

@@ -1,11 +1,9 @@
 package holdfast_test
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"reflect"
 	"strings"
 	"sync"
@@ -341,20 +339,7 @@ func init() {
 // ends within its own lease, and a writer then waits only for the live one.
 func TestRWKilledReaderExpiresOnItsOwnDeadline(t *testing.T) {
 	srv := redistest.Start(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), rwChildEnv+"="+srv.Addr)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || strings.TrimSpace(line) != "held" {
-		t.Fatalf("child said %q, %v", line, err)
-	}
+	cmd := startChild(t, "held", rwChildEnv+"="+srv.Addr)
 	live := newClient(t, srv, holdfast.Config{WatchdogTimeout: time.Second})
 	r := live.ReadLock(context.Background(), "rwcrash")
 	mustAcquire(t, r)

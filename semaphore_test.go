@@ -1,13 +1,9 @@
 package holdfast_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -333,19 +329,7 @@ func TestSemaphoreKilledHolderFreesItsPermit(t *testing.T) {
 	live := newClient(t, srv, holdfast.Config{WatchdogTimeout: time.Second})
 	keep := live.Semaphore(ctx, "sem-crash", 2)
 	mustAcquire(t, keep)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), childEnv+"="+srv.Addr, semChildMode+"=1")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if line, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(line) != "held" {
-		t.Fatalf("child said %q, %v", line, err)
-	}
+	cmd := startChild(t, "held", childEnv+"="+srv.Addr, semChildMode+"=1")
 	w := newClient(t, srv, holdfast.Config{}).Semaphore(ctx, "sem-crash", 2)
 	if heldWithin(w, 300*time.Millisecond) {
 		t.Fatal("granted while both permits are held")

@@ -205,8 +205,8 @@ func TestSemaphoreReleaseWakesFewAttempts(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	time.Sleep(200 * time.Millisecond)
-	before := calls(t, srv, "evalsha") + calls(t, srv, "eval")
+	scriptCalls := func() int64 { return calls(t, srv, "evalsha") + calls(t, srv, "eval") }
+	before := settled(scriptCalls) // each Client's attempt after its subscription is in
 	h1.Release(ctx)
 	granted := 0
 	deadline = time.Now().Add(waitFor)
@@ -221,8 +221,7 @@ func TestSemaphoreReleaseWakesFewAttempts(t *testing.T) {
 			}
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // let every woken process try
-	used := calls(t, srv, "evalsha") + calls(t, srv, "eval") - before
+	used := settled(scriptCalls) - before // every woken process has tried
 	// The release itself, one attempt per waiting Client (4), and one more
 	// per Client at most (the granted Client's next waiter tries too): a
 	// bound that does not grow with the waiters per Client.
@@ -245,6 +244,18 @@ func TestSemaphoreReleaseWakesFewAttempts(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// settled polls count until it has not moved for 150 ms, and returns it.
+func settled(count func() int64) int64 {
+	last, since := count(), time.Now()
+	for time.Since(since) < 150*time.Millisecond {
+		time.Sleep(10 * time.Millisecond)
+		if n := count(); n != last {
+			last, since = n, time.Now()
+		}
+	}
+	return last
 }
 
 func numsub(t testing.TB, srv *redistest.Server, ch string) int64 {

@@ -9,7 +9,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/scripts"
 	"github.com/holdfast/holdfast/sim"
 )
@@ -201,5 +200,3 @@ func tail(s string, n int) string {
 	}
 	return s
 }
-
-var _ = holdfast.KindSemaphore

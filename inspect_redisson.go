@@ -2,6 +2,7 @@ package holdfast
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -17,13 +18,16 @@ import (
 // RReadWriteLock: a mode field beside them), whoever holds it, Java or Go.
 
 var (
-	redissonInspectScript            = rueidis.NewLuaScript(scripts.RedissonInspect)
-	redissonForceUnlockScript        = rueidis.NewLuaScript(scripts.RedissonForceUnlock)
-	redissonForceUnlockSharded       = rueidis.NewLuaScript(scripts.Sharded(scripts.RedissonForceUnlock))
-	redissonFenceRaiseScript         = rueidis.NewLuaScript(scripts.RedissonFenceRaise)
-	redissonField                    = regexp.MustCompile(`^[^:]+:[0-9]+(:write)?$`)
-	errRedissonInspectReply    error = fmt.Errorf("redisson_inspect script: malformed reply")
+	redissonInspectScript      = rueidis.NewLuaScript(scripts.RedissonInspect)
+	redissonForceUnlockScript  = rueidis.NewLuaScript(scripts.RedissonForceUnlock)
+	redissonForceUnlockSharded = rueidis.NewLuaScript(scripts.Sharded(scripts.RedissonForceUnlock))
+	redissonFenceRaiseScript   = rueidis.NewLuaScript(scripts.RedissonFenceRaise)
+	// redissonField is the shape of a Redisson holder field: ID:THREAD,
+	// ID:THREAD:write.
+	redissonField = regexp.MustCompile(`^[^:]+:[0-9]+(:write)?$`)
 )
+
+var errRedissonInspectReply = errors.New("redisson_inspect script: malformed reply")
 
 // inspectRedisson reads NAME as Redisson keeps an RLock or RReadWriteLock.
 func (c *Client) inspectRedisson(ctx context.Context, rdb rueidis.Client, name string, info *Info) error {

@@ -149,32 +149,55 @@ func (c *Client) Names(ctx context.Context, pattern string) ([]string, error) {
 	seen := map[string]bool{}
 	// Nodes includes replicas on a cluster; seen drops their duplicates, and
 	// those of kinds that mark a name held with the same key.
+	for _, k := range lockKinds {
+		err := scanNodes(ctx, rdb, k.heldKeyPattern(pattern), "", func(_ rueidis.Client, key string) {
+			if name, ok := k.nameOfHeldKey(key); ok {
+				seen[name] = true
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return sortedNames(seen), nil
+}
+
+// scanNodes SCANs every node of rdb for keys matching match (and of type
+// typ, unless empty) and calls each with every key and the node holding it.
+func scanNodes(ctx context.Context, rdb rueidis.Client, match, typ string, each func(node rueidis.Client, key string)) error {
 	for addr, node := range rdb.Nodes() {
-		for _, k := range lockKinds {
-			var cursor uint64
-			for {
-				entry, err := node.Do(ctx, node.B().Scan().Cursor(cursor).
-					Match(k.heldKeyPattern(pattern)).Count(1000).Build()).AsScanEntry()
-				if err != nil {
-					return nil, fmt.Errorf("holdfast: scanning %s: %w", addr, err)
-				}
-				for _, key := range entry.Elements {
-					if name, ok := k.nameOfHeldKey(key); ok {
-						seen[name] = true
-					}
-				}
-				if cursor = entry.Cursor; cursor == 0 {
-					break
-				}
+		var cursor uint64
+		for {
+			cmd := node.B().Scan().Cursor(cursor).Match(match).Count(1000)
+			var entry rueidis.ScanEntry
+			var err error
+			if typ != "" {
+				entry, err = node.Do(ctx, cmd.Type(typ).Build()).AsScanEntry()
+			} else {
+				entry, err = node.Do(ctx, cmd.Build()).AsScanEntry()
+			}
+			if err != nil {
+				return fmt.Errorf("holdfast: scanning %s: %w", addr, err)
+			}
+			for _, key := range entry.Elements {
+				each(node, key)
+			}
+			if cursor = entry.Cursor; cursor == 0 {
+				break
 			}
 		}
 	}
+	return nil
+}
+
+// sortedNames returns the names of seen, sorted.
+func sortedNames(seen map[string]bool) []string {
 	names := make([]string, 0, len(seen))
 	for n := range seen {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	return names, nil
+	return names
 }
 
 // inspectable checks the arguments shared by the operator's calls and returns

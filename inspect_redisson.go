@@ -104,34 +104,19 @@ func forceUnlockRedisson(ctx context.Context, rdb rueidis.Client, name string) e
 // have Redisson's lock shape.
 func redissonNames(ctx context.Context, rdb rueidis.Client, pattern string) ([]string, error) {
 	seen := map[string]bool{}
-	for addr, node := range rdb.Nodes() {
-		var cursor uint64
-		for {
-			entry, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Type("hash").Build()).AsScanEntry()
-			if err != nil {
-				return nil, fmt.Errorf("holdfast: scanning %s: %w", addr, err)
-			}
-			for _, key := range entry.Elements {
-				if seen[key] {
-					continue
-				}
-				fields, err := node.Do(ctx, node.B().Hkeys().Key(key).Build()).AsStrSlice()
-				if err != nil || !redissonLockFields(fields) {
-					continue // gone meanwhile, or not a lock
-				}
-				seen[key] = true
-			}
-			if cursor = entry.Cursor; cursor == 0 {
-				break
-			}
+	err := scanNodes(ctx, rdb, pattern, "hash", func(node rueidis.Client, key string) {
+		if seen[key] {
+			return
 		}
+		fields, err := node.Do(ctx, node.B().Hkeys().Key(key).Build()).AsStrSlice()
+		if err == nil && redissonLockFields(fields) { // else gone meanwhile, or not a lock
+			seen[key] = true
+		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names, nil
+	return sortedNames(seen), nil
 }
 
 // redissonLockFields reports whether a hash's fields are a Redisson lock's.

@@ -1,15 +1,28 @@
 // Package pubsub keeps one Redis subscription per channel per process,
-// reference-counted, on one dedicated connection. Lock actors listen on their
-// lock's channel to be woken when the lock is released, instead of polling.
+// reference-counted. Lock actors listen on their lock's channel to be woken
+// when the lock is released, instead of polling.
 //
 // The first listener of a channel makes the Manager SUBSCRIBE, the last one
 // to leave makes it UNSUBSCRIBE; listeners in between share the subscription.
-// The connection is dialled at the first Subscribe and closed once no
-// channel has been on it for IdleLinger of the injected clock; the next
-// Subscribe dials again. When the connection breaks, the Manager reconnects
-// with a backoff on the injected clock, resubscribes every channel that still has listeners and,
-// once Redis confirms, tells their listeners Resync: messages published
-// during the gap are gone, so they must re-check Redis.
+// Once Redis confirms a subscription its listeners are told Subscribed; when
+// a connection breaks and the channel is subscribed again, Resync: messages
+// published during the gap are gone, so they must re-check Redis.
+//
+// # Transports
+//
+// Outside a cluster, the first SharedChannels channels subscribed at once
+// ride the client's own connection (rueidis's Receive; over RESP3 the same
+// connection that carries the commands): no connection, handshake or
+// keep-alive of the Manager's own. Each costs a goroutine while it is
+// subscribed (shared.go); rueidis reconnects it, and a refused SUBSCRIBE is
+// tried again after a backoff on the injected clock.
+//
+// The channels beyond, and all of them with Config.Dedicated, go to one
+// dedicated connection, dialled at the first such channel and closed once
+// no channel has been on it for IdleLinger of the injected clock; the next
+// channel dials again. When that connection breaks, the Manager reconnects
+// with a backoff on the injected clock and resubscribes every channel that
+// still has listeners.
 //
 // # Concurrency
 //
@@ -21,10 +34,15 @@
 //     closes the connection when it has been idle for IdleLinger;
 //   - the dispatcher, the only goroutine that calls listener functions.
 //
-// rueidis reads the dedicated connection on goroutines of its own and calls
-// the Manager's hooks there; the hooks only record events under the mutex,
-// so user code never runs on, or stalls, the connection. Those rueidis
-// goroutines belong to the dedicated connection and end when Close closes it.
+// A channel on the shared transport has a goroutine of the Manager's from
+// its first listener until its UNSUBSCRIBE is answered (or its connection
+// is gone); Close ends and waits for those too.
+//
+// rueidis reads the connections on goroutines of its own and calls the
+// Manager's hooks there; the hooks only record events under the mutex, so
+// user code never runs on, or stalls, a connection. The rueidis goroutines
+// of the dedicated connection end when Close closes it; those of the
+// client's own connection are the client's.
 //
 // For each listener:
 //
@@ -41,7 +59,7 @@
 //
 // # Cluster
 //
-// Standalone Redis and Sentinel use plain SUBSCRIBE on one connection. On a
+// Standalone Redis and Sentinel use plain SUBSCRIBE. On a
 // Redis Cluster (a rueidis cluster client) the Manager uses sharded pub/sub:
 // SSUBSCRIBE, which the scripts pair with SPUBLISH, so a release is sent to
 // the shard of its lock alone instead of being broadcast to every node. It
@@ -94,9 +112,13 @@ func (e Event) String() string {
 
 // Config configures a Manager.
 type Config struct {
-	// Redis is the client the dedicated connection is taken from
-	// (Dedicate). Required.
+	// Redis is the client subscriptions are made through. Required.
 	Redis rueidis.Client
+	// Dedicated makes a Manager outside a cluster subscribe every channel
+	// on its connection of its own (Dedicate), as it does on each master
+	// of a cluster, instead of its first SharedChannels channels with
+	// Receive on the client's connection.
+	Dedicated bool
 	// Clock drives the reconnect backoff. Default: the real clock.
 	Clock clock.Clock
 	// Logger receives connection losses and reconnects. Default: discard.
@@ -117,6 +139,7 @@ type Manager struct {
 	cfg     Config
 	proto   protocol
 	cluster bool
+	shared  bool // the first SharedChannels channels use the shared transport (shared.go)
 
 	ready chan struct{} // 1-buffered: events are queued (dispatcher)
 	quit  chan struct{} // closed by Close
@@ -138,6 +161,7 @@ type Manager struct {
 	unrouted  map[string]struct{}
 	routeKick chan struct{}
 	staleMap  bool        // the router must read the slot map again
+	nShared   int         // channels on the shared transport
 	queue     []*listener // listeners with pending events, in order
 	closed    bool
 }
@@ -179,8 +203,16 @@ type channel struct {
 	// confirmed: sent, and Redis confirmed it with nothing in flight.
 	confirmed bool
 	// shard is the connection the channel is on or going to; nil for a
-	// cluster channel the router has not placed yet.
+	// cluster channel the router has not placed yet, and under the shared
+	// transport.
 	shard *shard
+
+	// The shared transport: receiving while its goroutine runs (from the
+	// channel's creation to its drop); round numbers its calls of
+	// Receive and cancel ends the current one.
+	receiving bool
+	round     uint64
+	cancel    context.CancelFunc
 }
 
 // New returns a Manager and starts its goroutines. It dials nothing until
@@ -200,6 +232,7 @@ func New(cfg Config) *Manager {
 		cfg:       cfg,
 		proto:     protocolFor(cfg.Redis.Mode()),
 		cluster:   cfg.Redis.Mode() == rueidis.ClientModeCluster,
+		shared:    cfg.Redis.Mode() != rueidis.ClientModeCluster && !cfg.Dedicated,
 		ready:     make(chan struct{}, 1),
 		quit:      make(chan struct{}),
 		ctx:       ctx,
@@ -213,6 +246,7 @@ func New(cfg Config) *Manager {
 	if m.cluster {
 		go m.route()
 	} else {
+		// Dials only once a channel is placed on it.
 		m.single = newShard("", cfg.Redis)
 		go m.run(m.single)
 	}
@@ -243,13 +277,16 @@ func (m *Manager) Subscribe(channelName string, fn func(Event)) (unsubscribe fun
 	if c == nil {
 		c = &channel{name: channelName, listeners: make(map[*listener]struct{})}
 		m.channels[channelName] = c
-		if m.single != nil {
+		switch {
+		case m.shared && m.nShared < SharedChannels:
+			m.startReceiveLocked(c)
+		case m.single != nil:
 			m.placeLocked(c, m.single)
 		}
 	}
 	l := &listener{fn: fn, ch: c}
 	c.listeners[l] = struct{}{}
-	if len(c.listeners) == 1 {
+	if !c.receiving && len(c.listeners) == 1 {
 		m.markDirtyLocked(c)
 	}
 	if c.confirmed {
@@ -279,6 +316,10 @@ func (m *Manager) unsubscribe(l *listener) {
 	}
 	delete(c.listeners, l)
 	if len(c.listeners) > 0 {
+		return
+	}
+	if c.receiving {
+		m.leaveSharedLocked(c)
 		return
 	}
 	if !c.sent && c.inflight == 0 {
@@ -346,10 +387,11 @@ func (m *Manager) Channels() int {
 }
 
 // Close drops every listener, closes the dedicated connection (which ends
-// every subscription on the server) and stops and waits for the Manager's
-// goroutines. No listener function is called after Close returns. Close is
-// idempotent; a dial in progress delays it by up to the client's dial
-// timeout, a silent server by about a second (rueidis closing the pipe).
+// its subscriptions on the server), unsubscribes the channels on the
+// client's connection, and stops and waits for the Manager's goroutines.
+// No listener function is called after Close returns. Close is idempotent;
+// a dial in progress delays it by up to the client's dial timeout, a silent
+// server by about a second (rueidis closing the pipe; unsubscribeWait).
 func (m *Manager) Close() {
 	m.mu.Lock()
 	if !m.closed {

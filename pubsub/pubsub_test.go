@@ -3,6 +3,8 @@ package pubsub_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -142,6 +144,27 @@ func (in *inspector) pubsubClients() int {
 	return strings.Count(list, "\n") // one line per client
 }
 
+// subCounts lists, smallest first, how many channels each of the server's
+// pub/sub connections is subscribed to (CLIENT LIST's sub=).
+func (in *inspector) subCounts() []int {
+	in.t.Helper()
+	list, err := in.do("CLIENT", "LIST", "TYPE", "pubsub").ToString()
+	if err != nil {
+		in.t.Fatalf("CLIENT LIST: %v", err)
+	}
+	var counts []int
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
+		for _, f := range strings.Fields(line) {
+			if v, ok := strings.CutPrefix(f, "sub="); ok {
+				n, _ := strconv.Atoi(v)
+				counts = append(counts, n)
+			}
+		}
+	}
+	slices.Sort(counts)
+	return counts
+}
+
 // recv waits for ch to yield, failing after waitFor.
 func recv[T any](t *testing.T, ch <-chan T, what string) {
 	t.Helper()
@@ -164,16 +187,28 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-func newManager(t *testing.T, srv *redistest.Server) *pubsub.Manager {
-	m := pubsub.New(pubsub.Config{Redis: srv.Client(t)})
+func newManager(t *testing.T, srv *redistest.Server, dedicated bool) *pubsub.Manager {
+	m := pubsub.New(pubsub.Config{Redis: srv.Client(t), Dedicated: dedicated})
 	t.Cleanup(m.Close)
 	return m
 }
 
+// onBoth runs test on the shared transport (Receive on the client's own
+// connection, the default outside a cluster) and on a dedicated connection
+// (what a cluster's masters get).
+func onBoth(t *testing.T, test func(t *testing.T, dedicated bool)) {
+	t.Run("shared", func(t *testing.T) { test(t, false) })
+	t.Run("dedicated", func(t *testing.T) { test(t, true) })
+}
+
 func TestMessagesReachTheChannelsListenersOnly(t *testing.T) {
+	onBoth(t, testMessagesReachTheChannelsListenersOnly)
+}
+
+func testMessagesReachTheChannelsListenersOnly(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
 	in := inspect(t, srv)
-	m := newManager(t, srv)
+	m := newManager(t, srv, dedicated)
 	a, b, other := newRecorder(), newRecorder(), newRecorder()
 	unA := m.Subscribe("ch:1", a.fn)
 	unB := m.Subscribe("ch:1", b.fn)
@@ -208,9 +243,13 @@ func TestMessagesReachTheChannelsListenersOnly(t *testing.T) {
 }
 
 func TestOneServerSubscriptionPerChannel(t *testing.T) {
+	onBoth(t, testOneServerSubscriptionPerChannel)
+}
+
+func testOneServerSubscriptionPerChannel(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
 	in := inspect(t, srv)
-	m := newManager(t, srv)
+	m := newManager(t, srv, dedicated)
 	// More channels than one SUBSCRIBE carries, and several listeners per
 	// channel subscribing from different goroutines.
 	const nChannels, perChannel = 600, 3
@@ -250,8 +289,14 @@ func TestOneServerSubscriptionPerChannel(t *testing.T) {
 			t.Fatalf("NUMSUB %s = %d, want one shared subscription", name(i), n)
 		}
 	}
-	if n := in.pubsubClients(); n != 1 {
-		t.Fatalf("%d pub/sub connections, want 1", n)
+	// The shared transport carries the first SharedChannels on the
+	// client's own connection, the rest on one dedicated connection.
+	want := 1
+	if !dedicated {
+		want = 2
+	}
+	if n := in.pubsubClients(); n != want {
+		t.Fatalf("%d pub/sub connections, want %d", n, want)
 	}
 
 	// All but one listener per channel leave: still subscribed, still told.
@@ -288,9 +333,13 @@ func TestOneServerSubscriptionPerChannel(t *testing.T) {
 }
 
 func TestLateListenerIsToldSubscribedAndMessages(t *testing.T) {
+	onBoth(t, testLateListenerIsToldSubscribedAndMessages)
+}
+
+func testLateListenerIsToldSubscribedAndMessages(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
 	in := inspect(t, srv)
-	m := newManager(t, srv)
+	m := newManager(t, srv, dedicated)
 	first := newRecorder()
 	defer m.Subscribe("late", first.fn)()
 	first.expect(t, pubsub.Subscribed)
@@ -305,9 +354,11 @@ func TestLateListenerIsToldSubscribedAndMessages(t *testing.T) {
 
 // TestFirstEventIsSubscribed adds listeners while messages flood the
 // channel: each must be told Subscribed before any Message.
-func TestFirstEventIsSubscribed(t *testing.T) {
+func TestFirstEventIsSubscribed(t *testing.T) { onBoth(t, testFirstEventIsSubscribed) }
+
+func testFirstEventIsSubscribed(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
-	m := newManager(t, srv)
+	m := newManager(t, srv, dedicated)
 	stop := flood(t, srv, "flood")
 	defer stop()
 	for i := 0; i < 100; i++ {
@@ -352,9 +403,11 @@ func flood(t *testing.T, srv *redistest.Server, ch string) (stop func()) {
 	return func() { once.Do(func() { close(done); wg.Wait() }) }
 }
 
-func TestNoCallAfterUnsubscribe(t *testing.T) {
+func TestNoCallAfterUnsubscribe(t *testing.T) { onBoth(t, testNoCallAfterUnsubscribe) }
+
+func testNoCallAfterUnsubscribe(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
-	m := newManager(t, srv)
+	m := newManager(t, srv, dedicated)
 	// One long-lived listener keeps the channel subscribed, so that some
 	// of the listeners below join a confirmed channel and some do not.
 	keep := make(chan struct{})
@@ -409,9 +462,13 @@ func TestNoCallAfterUnsubscribe(t *testing.T) {
 // TestUnsubscribeWaitsForARunningCall: an unsubscribe that races with a
 // call in progress returns only after that call.
 func TestUnsubscribeWaitsForARunningCall(t *testing.T) {
+	onBoth(t, testUnsubscribeWaitsForARunningCall)
+}
+
+func testUnsubscribeWaitsForARunningCall(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
 	in := inspect(t, srv)
-	m := newManager(t, srv)
+	m := newManager(t, srv, dedicated)
 	entered, gate := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
 	un := m.Subscribe("slow", func(ev pubsub.Event) {
@@ -445,10 +502,12 @@ func TestUnsubscribeWaitsForARunningCall(t *testing.T) {
 
 // TestResubscribeQuickly: subscribe, unsubscribe, subscribe again in quick
 // succession (before and after confirmation) must end subscribed.
-func TestResubscribeQuickly(t *testing.T) {
+func TestResubscribeQuickly(t *testing.T) { onBoth(t, testResubscribeQuickly) }
+
+func testResubscribeQuickly(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
 	in := inspect(t, srv)
-	m := newManager(t, srv)
+	m := newManager(t, srv, dedicated)
 	for i := 0; i < 50; i++ {
 		m.Subscribe("again", func(pubsub.Event) {})()
 	}
@@ -482,10 +541,12 @@ func TestResubscribeQuickly(t *testing.T) {
 	}
 }
 
-func TestResyncAfterRestart(t *testing.T) {
+func TestResyncAfterRestart(t *testing.T) { onBoth(t, testResyncAfterRestart) }
+
+func testResyncAfterRestart(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
 	in := inspect(t, srv)
-	m := newManager(t, srv)
+	m := newManager(t, srv, dedicated)
 	a, b := newRecorder(), newRecorder()
 	defer m.Subscribe("lock:a", a.fn)()
 	defer m.Subscribe("lock:b", b.fn)()
@@ -531,7 +592,7 @@ func TestResyncAfterRestart(t *testing.T) {
 func TestReconnectWaitsForTheInjectedClock(t *testing.T) {
 	srv := redistest.Start(t)
 	mock := clock.NewMock()
-	m := pubsub.New(pubsub.Config{Redis: srv.Client(t), Clock: mock})
+	m := pubsub.New(pubsub.Config{Redis: srv.Client(t), Clock: mock, Dedicated: true})
 	defer m.Close()
 	r := newRecorder()
 	defer m.Subscribe("clocked", r.fn)()
@@ -565,7 +626,9 @@ func TestReconnectWaitsForTheInjectedClock(t *testing.T) {
 	}
 }
 
-func TestCloseReleasesEverything(t *testing.T) {
+func TestCloseReleasesEverything(t *testing.T) { onBoth(t, testCloseReleasesEverything) }
+
+func testCloseReleasesEverything(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
 	in := inspect(t, srv)
 	rdb := srv.Client(t)
@@ -574,10 +637,18 @@ func TestCloseReleasesEverything(t *testing.T) {
 	if err := rdb.Do(context.Background(), rdb.B().Ping().Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
+	// A subscription on the client's connection starts its background
+	// reader and writer, which then live as long as the connection.
+	warm := pubsub.New(pubsub.Config{Redis: rdb})
+	w := newRecorder()
+	unW := warm.Subscribe("warm", w.fn)
+	w.expect(t, pubsub.Subscribed)
+	unW()
+	warm.Close()
 	in.do("PING")
 	before := goleak.IgnoreCurrent()
 
-	m := pubsub.New(pubsub.Config{Redis: rdb})
+	m := pubsub.New(pubsub.Config{Redis: rdb, Dedicated: dedicated})
 	r := newRecorder()
 	unR := m.Subscribe("x", r.fn)
 	pending := newRecorder()
@@ -609,10 +680,12 @@ func TestCloseReleasesEverything(t *testing.T) {
 	}
 }
 
-func TestCloseWhileRedisIsDown(t *testing.T) {
+func TestCloseWhileRedisIsDown(t *testing.T) { onBoth(t, testCloseWhileRedisIsDown) }
+
+func testCloseWhileRedisIsDown(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
-	m := pubsub.New(pubsub.Config{Redis: rdb})
+	m := pubsub.New(pubsub.Config{Redis: rdb, Dedicated: dedicated})
 	r := newRecorder()
 	m.Subscribe("down", r.fn)
 	r.expect(t, pubsub.Subscribed)
@@ -631,6 +704,10 @@ func TestCloseWhileRedisIsDown(t *testing.T) {
 }
 
 func TestNoConnectionUntilFirstSubscribe(t *testing.T) {
+	onBoth(t, testNoConnectionUntilFirstSubscribe)
+}
+
+func testNoConnectionUntilFirstSubscribe(t *testing.T, dedicated bool) {
 	srv := redistest.Start(t)
 	in := inspect(t, srv)
 	rdb := srv.Client(t)
@@ -638,7 +715,7 @@ func TestNoConnectionUntilFirstSubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := in.clients()
-	m := pubsub.New(pubsub.Config{Redis: rdb})
+	m := pubsub.New(pubsub.Config{Redis: rdb, Dedicated: dedicated})
 	defer m.Close()
 	if n := in.clients(); n != base {
 		t.Fatalf("%d connections after New, want %d", n, base)
@@ -646,6 +723,17 @@ func TestNoConnectionUntilFirstSubscribe(t *testing.T) {
 	r := newRecorder()
 	defer m.Subscribe("lazy", r.fn)()
 	r.expect(t, pubsub.Subscribed)
+	// The shared transport subscribes on the client's own connection; a
+	// dedicated one dials one more.
+	want := base
+	if dedicated {
+		want++
+	}
+	if n := in.clients(); n != want {
+		t.Fatalf("%d connections once subscribed, want %d", n, want)
+	}
+	in.publish("lazy")
+	r.expect(t, pubsub.Message)
 }
 
 // TestIdleConnectionCloses: once no channel is left on it for IdleLinger
@@ -655,7 +743,7 @@ func TestIdleConnectionCloses(t *testing.T) {
 	srv := redistest.Start(t)
 	in := inspect(t, srv)
 	mock := clock.NewMock()
-	m := pubsub.New(pubsub.Config{Redis: srv.Client(t), Clock: mock})
+	m := pubsub.New(pubsub.Config{Redis: srv.Client(t), Clock: mock, Dedicated: true})
 	defer m.Close()
 
 	r := newRecorder()
@@ -683,4 +771,66 @@ func TestIdleConnectionCloses(t *testing.T) {
 	in.publish("burst")
 	r2.expect(t, pubsub.Message)
 	r.expectNone(t)
+}
+
+// TestSharedChannelsThenADedicatedConnection: outside a cluster the first
+// SharedChannels channels ride the client's own connection, the next ones
+// one dedicated connection; every listener hears its channel either way,
+// and a slot on the shared transport is free again once its channel left.
+func TestSharedChannelsThenADedicatedConnection(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	rdb := srv.Client(t)
+	if err := rdb.Do(context.Background(), rdb.B().Ping().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	m := pubsub.New(pubsub.Config{Redis: rdb})
+	defer m.Close()
+	base := in.clients()
+
+	recs := make([]*recorder, pubsub.SharedChannels+1)
+	unsubs := make([]func(), len(recs))
+	for i := range recs[:pubsub.SharedChannels] {
+		recs[i] = newRecorder()
+		unsubs[i] = m.Subscribe(fmt.Sprintf("s:%d", i), recs[i].fn)
+		recs[i].expect(t, pubsub.Subscribed)
+	}
+	if n := in.clients(); n != base {
+		t.Fatalf("%d connections with %d channels, want %d (none dialled)", n, pubsub.SharedChannels, base)
+	}
+	last := len(recs) - 1
+	recs[last] = newRecorder()
+	unsubs[last] = m.Subscribe(fmt.Sprintf("s:%d", last), recs[last].fn)
+	recs[last].expect(t, pubsub.Subscribed)
+	if n := in.clients(); n != base+1 {
+		t.Fatalf("%d connections with one channel more, want %d (one dialled)", n, base+1)
+	}
+	for i, r := range recs {
+		in.publish(fmt.Sprintf("s:%d", i))
+		r.expect(t, pubsub.Message)
+	}
+
+	// A shared channel leaves: the next new channel takes its place on the
+	// client's connection, and the dedicated one is not needed for it.
+	unsubs[0]()
+	eventually(t, "s:0 unsubscribed and dropped", func() bool {
+		return in.numsub("s:0") == 0 && m.Channels() == pubsub.SharedChannels
+	})
+	again := newRecorder()
+	unAgain := m.Subscribe("s:again", again.fn)
+	again.expect(t, pubsub.Subscribed)
+	in.publish("s:again")
+	again.expect(t, pubsub.Message)
+	if got, want := in.subCounts(), fmt.Sprint([]int{1, pubsub.SharedChannels}); fmt.Sprint(got) != want {
+		t.Fatalf("channels per pub/sub connection %v, want %s", got, want)
+	}
+
+	unAgain()
+	for _, un := range unsubs {
+		un()
+	}
+	eventually(t, "Channels() == 0", func() bool { return m.Channels() == 0 })
+	if got := in.channels("s:*"); len(got) != 0 {
+		t.Fatalf("PUBSUB CHANNELS after every listener left: %v", got)
+	}
 }

@@ -311,14 +311,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		if len(m.queue) > 0 {
 			m.subscribe(m.queue[0])
 		}
-		sleep := retryAfter(res.PTTL, m.cfg.NoTTLRetry)
-		if m.queues(r) && m.cfg.WaiterTimeout > 0 {
-			// Redis may grant r while it sleeps and the grant's message may
-			// be lost: r must look again before an unconfirmed grant passes
-			// on (WaiterTimeout).
-			sleep = min(sleep, m.cfg.WaiterTimeout/3)
-		}
-		m.blockFor(now, sleep)
+		m.blockFor(now, m.refusedSleep(r, res.PTTL))
 	case Refused:
 		m.removeWaiting(r)
 		m.finish(r, res.Err)
@@ -330,6 +323,21 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 		m.removeWaiting(r)
 		m.finish(r, fmt.Errorf("holdfast: owner field %q already holds the lock %d times in Redis, unknown to this client (a grant given up after an unanswered call, or another writer using this field; it ends with its lease)", r.Field, res.Count))
 	}
+}
+
+// refusedSleep is how long the machine sleeps after r was refused with
+// pttl: until the key that holds the name ends, and, when r queues in
+// Redis, at most a third of WaiterTimeout: Redis may grant r while it
+// sleeps and the grant's message may be lost, so r must look again before
+// an unconfirmed grant passes on; and a new hold is announced to the
+// queue's head only when it could end before the head looks again that
+// often (tell_head in fair_common.lua).
+func (m *Machine) refusedSleep(r *request, pttl time.Duration) time.Duration {
+	sleep := retryAfter(pttl, m.cfg.NoTTLRetry)
+	if m.queues(r) && m.cfg.WaiterTimeout > 0 {
+		sleep = min(sleep, m.cfg.WaiterTimeout/3)
+	}
+	return sleep
 }
 
 // retryAfter is how long a refused request sleeps, from the PTTL of the

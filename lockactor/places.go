@@ -137,7 +137,7 @@ func (m *Machine) placeSettled(now time.Time, r *request, msg Msg, res AcquireRe
 			// at that release would only find them queued. A message
 			// that came before this reply is not lost (unheard).
 			m.subscribe(r)
-			m.blockFor(now, retryAfter(res.PTTL, m.cfg.NoTTLRetry))
+			m.blockFor(now, m.refusedSleep(r, res.PTTL))
 		}
 	default:
 		// A place call never takes the lock; anything else means the owner

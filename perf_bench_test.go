@@ -18,9 +18,17 @@ import (
 // one Client, each acquiring and releasing its own name. Besides ns/op and
 // allocs/op it reports Redis' work per cycle from INFO commandstats: every
 // command scripts ran (cmds/op) and the EVALSHA calls (evalsha/op).
-func BenchmarkUncontended64(b *testing.B) {
+func BenchmarkUncontended64(b *testing.B) { benchUncontended64(b, holdfast.Config{}) }
+
+// BenchmarkUncontended64Redisson is the same cycle under the Redisson
+// layout (RLock's keys and scripts).
+func BenchmarkUncontended64Redisson(b *testing.B) {
+	benchUncontended64(b, holdfast.Config{Layout: holdfast.LayoutRedisson})
+}
+
+func benchUncontended64(b *testing.B, cfg holdfast.Config) {
 	srv := redistest.Start(b)
-	c := newClient(b, srv, holdfast.Config{})
+	c := newClient(b, srv, cfg)
 	ctx := context.Background()
 	var next atomic.Int64
 	srv.Do(b, "CONFIG", "RESETSTAT")

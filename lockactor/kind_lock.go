@@ -58,6 +58,9 @@ type lockKeys struct {
 	// allocations (this and scripts.KeysOf's string), not eight.
 	acquireKeys [5]string
 	releaseKeys [2]string
+	// redisson: the name's keys under the Redisson layout, once a call of
+	// RedissonLock needed them (kind_redisson.go).
+	redisson *redissonKeys
 }
 
 func newLockKeys(name string) *lockKeys {

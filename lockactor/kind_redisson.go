@@ -18,13 +18,19 @@ import (
 var RedissonLock = &Kind{
 	Name: Reentrant.Name,
 	Acquire: func(env Env, r *Request, expected int64) scripts.Call {
-		keys, args := scripts.RedissonAcquireCall(env.Name, r.Field, r.Lease, expected)
-		return scripts.Call{Script: scripts.RedissonAcquireScript, Keys: keys, Args: args}
+		return scripts.Call{
+			Script: scripts.RedissonAcquireScript,
+			Keys:   env.redissonKeys().acquire,
+			Args:   scripts.RedissonAcquireArgs(r.Field, r.Lease, expected),
+		}
 	},
 	DecodeAcquire: DecodeAcquire,
 	Release: func(env Env, field string, expected int64) scripts.Call {
-		keys, args := scripts.RedissonReleaseCall(env.Name, field, expected)
-		return scripts.Call{Script: scripts.RedissonReleaseScript, Keys: keys, Args: args}
+		return scripts.Call{
+			Script: scripts.RedissonReleaseScript,
+			Keys:   env.redissonKeys().release,
+			Args:   scripts.RedissonReleaseArgs(field, expected),
+		}
 	},
 	DecodeRelease: decodeInt,
 	Renew:         scripts.RedissonRenewScript,
@@ -98,4 +104,32 @@ func redissonRWJump(r *Request, holds func(yield func(Hold) bool)) bool {
 		}
 	}
 	return false
+}
+
+// redissonKeys are RedissonLock's KEYS for one name, made at the machine's
+// first call of that kind and kept with its other keys, so that a cycle
+// does not build the token key and channel strings again.
+type redissonKeys struct {
+	acquire []string // redisson_acquire.lua: the hash, the token counter
+	release []string // redisson_release.lua: the hash, the channel
+
+	acquireKeys, releaseKeys [2]string
+}
+
+// redissonKeys returns the machine's RedissonLock keys, or builds them for
+// an Env made elsewhere.
+func (env Env) redissonKeys() *redissonKeys {
+	if env.keys != nil && env.keys.redisson != nil {
+		return env.keys.redisson
+	}
+	rk := &redissonKeys{
+		acquireKeys: [2]string(scripts.RedissonAcquireKeys(env.Name)),
+		releaseKeys: [2]string(scripts.RedissonReleaseKeys(env.Name)),
+	}
+	rk.acquire = rk.acquireKeys[:len(rk.acquireKeys):len(rk.acquireKeys)]
+	rk.release = rk.releaseKeys[:len(rk.releaseKeys):len(rk.releaseKeys)]
+	if env.keys != nil {
+		env.keys.redisson = rk
+	}
+	return rk
 }

@@ -112,13 +112,28 @@ func RedissonField(id, owner string, n uint64) string {
 
 // RedissonAcquireCall builds the keys and arguments of redisson_acquire.lua.
 func RedissonAcquireCall(name, field string, lease time.Duration, expected int64) (keys, args []string) {
-	return []string{name, RedissonTokenKey(name)},
-		[]string{field, Millis(lease), strconv.FormatInt(expected, 10)}
+	return RedissonAcquireKeys(name), RedissonAcquireArgs(field, lease, expected)
+}
+
+// RedissonAcquireKeys are the KEYS of redisson_acquire.lua.
+func RedissonAcquireKeys(name string) []string { return []string{name, RedissonTokenKey(name)} }
+
+// RedissonAcquireArgs are the ARGV of redisson_acquire.lua.
+func RedissonAcquireArgs(field string, lease time.Duration, expected int64) []string {
+	return []string{field, Millis(lease), strconv.FormatInt(expected, 10)}
 }
 
 // RedissonReleaseCall builds the keys and arguments of redisson_release.lua.
 func RedissonReleaseCall(name, field string, expected int64) (keys, args []string) {
-	return []string{name, RedissonLockChannel(name)}, []string{field, strconv.FormatInt(expected, 10)}
+	return RedissonReleaseKeys(name), RedissonReleaseArgs(field, expected)
+}
+
+// RedissonReleaseKeys are the KEYS of redisson_release.lua.
+func RedissonReleaseKeys(name string) []string { return []string{name, RedissonLockChannel(name)} }
+
+// RedissonReleaseArgs are the ARGV of redisson_release.lua.
+func RedissonReleaseArgs(field string, expected int64) []string {
+	return []string{field, strconv.FormatInt(expected, 10)}
 }
 
 // RedissonRWMode returns the owner (reader) field of a read-write hold

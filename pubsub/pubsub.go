@@ -209,10 +209,12 @@ type channel struct {
 
 	// The shared transport: receiving while its goroutine runs (from the
 	// channel's creation to its drop); round numbers its calls of
-	// Receive and cancel ends the current one.
-	receiving bool
-	round     uint64
-	cancel    context.CancelFunc
+	// Receive and cancel ends the current one; roundHealthy: Redis
+	// confirmed the current round's SUBSCRIBE at least once.
+	receiving    bool
+	round        uint64
+	cancel       context.CancelFunc
+	roundHealthy bool
 }
 
 // New returns a Manager and starts its goroutines. It dials nothing until

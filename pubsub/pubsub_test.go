@@ -3,6 +3,7 @@ package pubsub_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -834,3 +835,71 @@ func TestSharedChannelsThenADedicatedConnection(t *testing.T) {
 		t.Fatalf("PUBSUB CHANNELS after every listener left: %v", got)
 	}
 }
+
+// TestSharedRefusedSubscribeBacksOffOnTheInjectedClock: a SUBSCRIBE that
+// Redis refuses (here NOPERM: the user may not use the channel) is tried
+// again after a backoff on the Config's clock, and the listener is told
+// Subscribed once Redis takes it.
+func TestSharedRefusedSubscribeBacksOffOnTheInjectedClock(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	srv.Do(t, "ACL", "SETUSER", "waiter", "on", ">pw", "~*", "+@all", "resetchannels")
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:  []string{srv.Addr},
+		Username:     "waiter",
+		Password:     "pw",
+		DisableCache: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	mock := clock.NewMock()
+	refused := make(chan string, 16)
+	logger := slog.New(funcHandler(func(rec slog.Record) {
+		select {
+		case refused <- rec.Message:
+		default:
+		}
+	}))
+	m := pubsub.New(pubsub.Config{Redis: rdb, Clock: mock, Logger: logger})
+	defer m.Close()
+
+	r := newRecorder()
+	defer m.Subscribe("denied", r.fn)()
+	// The refusal is in once the Manager logs it; its goroutine then waits
+	// for the backoff's timer on the mock clock.
+	select {
+	case msg := <-refused:
+		if !strings.Contains(msg, "subscribing again after a backoff") {
+			t.Fatalf("logged %q", msg)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the refused SUBSCRIBE was not logged")
+	}
+	select {
+	case ev := <-r.ch:
+		t.Fatalf("%v while Redis refuses the channel", ev)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	srv.Do(t, "ACL", "SETUSER", "waiter", "allchannels")
+	if n := in.numsub("denied"); n != 0 {
+		t.Fatalf("NUMSUB = %d before the backoff elapsed on the injected clock", n)
+	}
+	mock.Add(time.Second) // at least the longest backoff
+	r.expect(t, pubsub.Subscribed)
+	in.publish("denied")
+	r.expect(t, pubsub.Message)
+}
+
+// funcHandler is a slog.Handler that hands every record to a function.
+type funcHandler func(slog.Record)
+
+func (h funcHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h funcHandler) Handle(_ context.Context, r slog.Record) error {
+	h(r)
+	return nil
+}
+func (h funcHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h funcHandler) WithGroup(string) slog.Handler      { return h }

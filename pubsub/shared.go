@@ -20,16 +20,17 @@ import (
 // it is subscribed: from its first listener until Redis has confirmed its
 // UNSUBSCRIBE, or its connection is gone. Each call of Receive is a round.
 // A round ends when the channel's last listener leaves (its context is
-// cancelled; the return hook sends UNSUBSCRIBE on the connection the round
-// used, before the goroutine may drop the channel), when the connection
-// breaks (rueidis's own retries resubscribe on a new connection within the
-// round, and the return hook marks the channel unconfirmed in between), or
-// when Redis refuses the SUBSCRIBE (the next round waits the backoff on the
+// cancelled; once Receive has returned, UNSUBSCRIBE goes on the connection
+// the round used, before the goroutine may drop the channel), when the
+// connection breaks (rueidis's own retries resubscribe on a new connection
+// within the round, and the return hook marks the channel unconfirmed in
+// between), or when Redis refuses the SUBSCRIBE or someone else
+// unsubscribes the channel (the next round waits the backoff on the
 // injected clock).
 
-// errRefused is logged when a round ended without its context being
-// cancelled and without an error: something else unsubscribed the channel.
-var errRefused = errors.New("the channel was unsubscribed by someone else")
+// errUnsubscribed is logged when a round ended without its context being
+// cancelled and without an error: someone else unsubscribed the channel.
+var errUnsubscribed = errors.New("the channel was unsubscribed by someone else")
 
 // SharedChannels bounds the channels a Manager outside a cluster keeps on
 // the shared transport at once; the channels beyond go to its dedicated
@@ -73,22 +74,26 @@ func (m *Manager) receive(c *channel) {
 			return
 		}
 		ctx, cancel := context.WithCancel(m.ctx)
-		c.round, c.cancel = round, cancel
+		c.round, c.cancel, c.roundHealthy = round, cancel, false
 		m.mu.Unlock()
 
 		err := m.receiveRound(ctx, c, round)
+		left := ctx.Err() != nil // read before cancel, which sets it
 		cancel()
-		if ctx.Err() != nil {
+		if left {
 			continue // the last listener left, or Close: the loop's top decides
 		}
 		if err == nil {
-			err = errRefused
+			err = errUnsubscribed
 		}
 		m.mu.Lock()
-		wanted := len(c.listeners) > 0 && !m.closed
+		wanted, healthy := len(c.listeners) > 0 && !m.closed, c.roundHealthy
 		m.mu.Unlock()
 		if !wanted {
 			continue
+		}
+		if healthy {
+			backoff = minBackoff // it worked: a new trouble starts over
 		}
 		m.cfg.Logger.Warn("holdfast/pubsub: subscription ended; subscribing again after a backoff", "channel", c.name, "err", err, "backoff", backoff)
 		t := m.cfg.Clock.Timer(backoff)
@@ -98,16 +103,11 @@ func (m *Manager) receive(c *channel) {
 		case <-t.C:
 		}
 		backoff = min(2*backoff, maxBackoff)
-		m.mu.Lock()
-		if c.confirmed {
-			backoff = minBackoff
-		}
-		m.mu.Unlock()
 	}
 }
 
 // receiveRound runs one Receive of c and returns its error.
-func (m *Manager) receiveRound(ctx context.Context, c *channel, round uint64) error {
+func (m *Manager) receiveRound(ctx context.Context, c *channel, round uint64) (err error) {
 	var conn rueidis.CommandClient // the connection of the round's last subscription
 	rc := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
 		m.onRoundSubscription(c, round, s)
@@ -123,7 +123,7 @@ func (m *Manager) receiveRound(ctx context.Context, c *channel, round uint64) er
 		conn = cc
 		return err
 	})
-	err := m.cfg.Redis.Receive(rc, m.proto.subscribe(m.cfg.Redis.B(), []string{c.name}), func(msg rueidis.PubSubMessage) {
+	err = m.cfg.Redis.Receive(rc, m.proto.subscribe(m.cfg.Redis.B(), []string{c.name}), func(msg rueidis.PubSubMessage) {
 		m.onMessageOf(c, msg)
 	})
 	if ctx.Err() != nil && conn != nil {
@@ -155,7 +155,7 @@ func (m *Manager) onRoundSubscription(c *channel, round uint64, s rueidis.PubSub
 	}
 	switch s.Kind {
 	case m.proto.subscribed:
-		c.confirmed = true
+		c.confirmed, c.roundHealthy = true, true
 		m.tellAllLocked(c)
 	case m.proto.unsubscribed:
 		c.confirmed = false
@@ -177,8 +177,8 @@ func (m *Manager) onMessageOf(c *channel, msg rueidis.PubSubMessage) {
 }
 
 // leaveSharedLocked ends c's round once its last listener left: the
-// round's return hook unsubscribes, and the goroutine drops c unless a
-// listener came back by then.
+// round unsubscribes, and the goroutine drops c unless a listener came back
+// by then.
 func (m *Manager) leaveSharedLocked(c *channel) {
 	c.confirmed = false
 	if c.cancel != nil {

@@ -110,22 +110,12 @@ func RedissonField(id, owner string, n uint64) string {
 	return id + ":" + strconv.FormatUint(1<<62|h.Sum64()&(1<<62-1), 10)
 }
 
-// RedissonAcquireCall builds the keys and arguments of redisson_acquire.lua.
-func RedissonAcquireCall(name, field string, lease time.Duration, expected int64) (keys, args []string) {
-	return RedissonAcquireKeys(name), RedissonAcquireArgs(field, lease, expected)
-}
-
 // RedissonAcquireKeys are the KEYS of redisson_acquire.lua.
 func RedissonAcquireKeys(name string) []string { return []string{name, RedissonTokenKey(name)} }
 
 // RedissonAcquireArgs are the ARGV of redisson_acquire.lua.
 func RedissonAcquireArgs(field string, lease time.Duration, expected int64) []string {
 	return []string{field, Millis(lease), strconv.FormatInt(expected, 10)}
-}
-
-// RedissonReleaseCall builds the keys and arguments of redisson_release.lua.
-func RedissonReleaseCall(name, field string, expected int64) (keys, args []string) {
-	return RedissonReleaseKeys(name), RedissonReleaseArgs(field, expected)
 }
 
 // RedissonReleaseKeys are the KEYS of redisson_release.lua.

@@ -210,11 +210,15 @@ type channel struct {
 	// The shared transport: receiving while its goroutine runs (from the
 	// channel's creation to its drop); round numbers its calls of
 	// Receive and cancel ends the current one; roundHealthy: Redis
-	// confirmed the current round's SUBSCRIBE at least once.
+	// confirmed the current round's SUBSCRIBE at least once; leaving: the
+	// last listener left before Redis confirmed the round's subscription,
+	// and leaveTimer cancels the round unless the confirmation does first.
 	receiving    bool
 	round        uint64
 	cancel       context.CancelFunc
 	roundHealthy bool
+	leaving      bool
+	leaveTimer   *clock.Timer
 }
 
 // New returns a Manager and starts its goroutines. It dials nothing until
@@ -288,6 +292,9 @@ func (m *Manager) Subscribe(channelName string, fn func(Event)) (unsubscribe fun
 	}
 	l := &listener{fn: fn, ch: c}
 	c.listeners[l] = struct{}{}
+	if c.leaving {
+		m.stayLocked(c)
+	}
 	if !c.receiving && len(c.listeners) == 1 {
 		m.markDirtyLocked(c)
 	}

@@ -2,8 +2,10 @@ package pubsub_test
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"strconv"
 	"strings"
@@ -903,3 +905,100 @@ func (h funcHandler) Handle(_ context.Context, r slog.Record) error {
 }
 func (h funcHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h funcHandler) WithGroup(string) slog.Handler      { return h }
+
+// rueidis dials a connection once for every caller that needs it, under the
+// first caller's context. A listener that leaves while its shared round is
+// dialing must not cancel that dial: the client's own commands waiting on it
+// would fail with "operation was canceled" though the server is fine. The
+// round ends once Redis confirms its SUBSCRIBE, or unsubscribeWait later on
+// the injected clock when the dial does not finish.
+func TestSharedLeaveWhileDialingFailsNoOtherCommand(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	var (
+		mu      sync.Mutex
+		gate    chan struct{} // nil: dial at once
+		dialing = make(chan struct{}, 64)
+	)
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:  []string{srv.Addr},
+		DisableCache: true,
+		DialCtxFn: func(ctx context.Context, dst string, d *net.Dialer, _ *tls.Config) (net.Conn, error) {
+			mu.Lock()
+			g := gate
+			mu.Unlock()
+			if g != nil {
+				dialing <- struct{}{}
+				select {
+				case <-g:
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			return d.DialContext(ctx, "tcp", dst)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Close()
+	mock := clock.NewMock()
+	m := pubsub.New(pubsub.Config{Redis: rdb, Clock: mock})
+	defer m.Close()
+
+	// breakAndLeave breaks the round's connection with dials held at a new
+	// gate, waits for the round to dial again, starts a PING (it needs the
+	// same connection, so it waits on that dial) and lets the listener go.
+	breakAndLeave := func(channel string) (open func(), ping <-chan error) {
+		r := newRecorder()
+		leave := m.Subscribe(channel, r.fn)
+		r.expect(t, pubsub.Subscribed)
+		g := make(chan struct{})
+		mu.Lock()
+		gate = g
+		mu.Unlock()
+		in.do("CLIENT", "KILL", "TYPE", "pubsub")
+		recv(t, dialing, "dial by the round")
+		pinged := make(chan error, 1)
+		go func() { pinged <- rdb.Do(context.Background(), rdb.B().Ping().Build()).Error() }()
+		time.Sleep(50 * time.Millisecond) // for the PING to reach the dial
+		leave()
+		return func() {
+			mu.Lock()
+			gate = nil
+			mu.Unlock()
+			close(g)
+		}, pinged
+	}
+
+	// The dial finishes: the PING gets its answer, then the round ends.
+	open, ping := breakAndLeave("first")
+	select {
+	case err := <-ping:
+		t.Fatalf("PING ended before its dial did: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	open()
+	if err := <-ping; err != nil {
+		t.Fatalf("PING beside a round whose listener left while it dialed: %v", err)
+	}
+	eventually(t, "the round's end after its confirmation", func() bool {
+		return m.Channels() == 0 && in.numsub("first") == 0
+	})
+
+	// The dial does not finish: the round ends unsubscribeWait later on the
+	// injected clock, and only then is the dial given up.
+	open, ping = breakAndLeave("second")
+	select {
+	case err := <-ping:
+		t.Fatalf("PING ended before unsubscribeWait: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if n := m.Channels(); n != 1 {
+		t.Fatalf("Channels = %d before unsubscribeWait, want the dialing round's 1", n)
+	}
+	mock.Add(time.Second)
+	eventually(t, "the round's end after unsubscribeWait", func() bool { return m.Channels() == 0 })
+	open()
+	<-ping
+}

@@ -66,6 +66,7 @@ func (m *Manager) receive(c *channel) {
 			// nothing of c is left on the server.
 			c.receiving = false
 			c.cancel = nil
+			m.stayLocked(c)
 			m.nShared--
 			if m.channels[c.name] == c {
 				m.dropLocked(c)
@@ -80,6 +81,9 @@ func (m *Manager) receive(c *channel) {
 		err := m.receiveRound(ctx, c, round)
 		left := ctx.Err() != nil // read before cancel, which sets it
 		cancel()
+		m.mu.Lock()
+		m.stayLocked(c)
+		m.mu.Unlock()
 		if left {
 			continue // the last listener left, or Close: the loop's top decides
 		}
@@ -155,7 +159,14 @@ func (m *Manager) onRoundSubscription(c *channel, round uint64, s rueidis.PubSub
 	}
 	switch s.Kind {
 	case m.proto.subscribed:
-		c.confirmed, c.roundHealthy = true, true
+		c.roundHealthy = true
+		if c.leaving {
+			// The connection is up: ending the round now fails nobody's dial.
+			m.stayLocked(c)
+			c.cancel()
+			return
+		}
+		c.confirmed = true
 		m.tellAllLocked(c)
 	case m.proto.unsubscribed:
 		c.confirmed = false
@@ -179,9 +190,32 @@ func (m *Manager) onMessageOf(c *channel, msg rueidis.PubSubMessage) {
 // leaveSharedLocked ends c's round once its last listener left: the
 // round unsubscribes, and the goroutine drops c unless a listener came back
 // by then.
+//
+// A round that Redis has not confirmed yet may be dialing the connection.
+// rueidis dials a connection once for every caller that needs it, under
+// the first caller's context, so cancelling the round then would fail the
+// client's other commands waiting on that dial ("operation was canceled"),
+// though the server is fine. Such a round ends once its SUBSCRIBE is
+// confirmed, or after unsubscribeWait on the injected clock if the server
+// does not answer by then.
 func (m *Manager) leaveSharedLocked(c *channel) {
-	c.confirmed = false
-	if c.cancel != nil {
-		c.cancel()
+	if c.cancel == nil || c.leaving {
+		return
 	}
+	if c.confirmed {
+		c.confirmed = false
+		c.cancel()
+		return
+	}
+	c.leaving = true
+	c.leaveTimer = m.cfg.Clock.AfterFunc(unsubscribeWait, c.cancel)
+}
+
+// stayLocked drops c's pending end of round: a listener came back, or the
+// round ended anyway.
+func (m *Manager) stayLocked(c *channel) {
+	if c.leaveTimer != nil {
+		c.leaveTimer.Stop()
+	}
+	c.leaving, c.leaveTimer = false, nil
 }

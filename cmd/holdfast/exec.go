@@ -220,7 +220,15 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 		return acquireFailure(o, l.Err(), func() error {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			return rdb.Do(ctx, rdb.B().Ping().Build()).Error()
+			for {
+				err := rdb.Do(ctx, rdb.B().Ping().Build()).Error()
+				// rueidis shares a dial among the callers that need the
+				// connection, under the first one's context: a dial that
+				// someone else cancelled says nothing about the server.
+				if err == nil || !errors.Is(err, context.Canceled) || ctx.Err() != nil {
+					return err
+				}
+			}
 		})
 	case sig := <-signals:
 		l.Release(context.Background())

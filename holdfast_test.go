@@ -29,10 +29,13 @@ func TestMain(m *testing.M) {
 }
 
 // leakOptions ignores goroutines that outlive a test by design and are not
-// the library's: protoactor's dead-letter throttle sleeps out its period.
+// the library's: protoactor's dead-letter throttle sleeps out its period,
+// and a rueidis cluster client's delayed slot-map refresh sleeps out its
+// delay (under a second) even after the client is closed, then ends.
 var leakOptions = []goleak.Option{
 	goleak.IgnoreTopFunction("github.com/asynkron/protoactor-go/actor.NewThrottleWithLogger.func1"),
 	goleak.IgnoreAnyFunction("github.com/asynkron/protoactor-go/actor.NewThrottleWithLogger.func1"),
+	goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
 }
 
 // waitFor is the generous bound of every wait on a channel in these tests:

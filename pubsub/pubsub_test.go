@@ -1005,3 +1005,29 @@ func TestSharedLeaveWhileDialingFailsNoOtherCommand(t *testing.T) {
 	open()
 	<-ping
 }
+
+// A channel's UNSUBSCRIBE that a hung server never answers holds its
+// goroutine (and Close) for unsubscribeWait on the injected clock, no more:
+// the channel is dropped then, and the server has it no longer once it
+// resumes and reads the UNSUBSCRIBE.
+func TestSharedUnsubscribeFromAHungServerIsBounded(t *testing.T) {
+	srv := redistest.Start(t)
+	in := inspect(t, srv)
+	mock := clock.NewMock()
+	m := pubsub.New(pubsub.Config{Redis: srv.Client(t), Clock: mock})
+	defer m.Close()
+	r := newRecorder()
+	leave := m.Subscribe("hung", r.fn)
+	r.expect(t, pubsub.Subscribed)
+
+	srv.Freeze()
+	leave()
+	time.Sleep(100 * time.Millisecond)
+	if n := m.Channels(); n != 1 {
+		t.Fatalf("Channels = %d while the UNSUBSCRIBE waits for a hung server, want 1", n)
+	}
+	mock.Add(time.Second) // unsubscribeWait
+	eventually(t, "the channel dropped after unsubscribeWait", func() bool { return m.Channels() == 0 })
+	srv.Thaw()
+	eventually(t, "the server without the channel", func() bool { return in.numsub("hung") == 0 })
+}

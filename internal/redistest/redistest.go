@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -211,6 +212,33 @@ func (s *Server) Kill() {
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
+}
+
+// Freeze stops the server with SIGSTOP: its sockets stay open and it
+// answers nothing, as a hung server would, until Thaw. A frozen server is
+// thawed when the test ends, before it is killed.
+func (s *Server) Freeze() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		s.t.Fatal("redistest: Freeze of a stopped server")
+	}
+	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		s.t.Fatalf("redistest: SIGSTOP: %v", err)
+	}
+	s.t.Cleanup(s.Thaw)
+}
+
+// Thaw resumes a server stopped by Freeze (SIGCONT). Thawing a running
+// server does nothing.
+func (s *Server) Thaw() {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd != nil {
+		cmd.Process.Signal(syscall.SIGCONT)
+	}
 }
 
 // Restart kills the server and starts a new one on the same address: empty,

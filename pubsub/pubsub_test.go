@@ -181,6 +181,25 @@ func recv[T any](t *testing.T, ch <-chan T, what string) {
 	}
 }
 
+// advanceUntil moves mock on by step, at most tries times, until cond
+// holds, polling it for a share of waitFor after each step: a goroutine
+// that had not armed its timer when the clock first moved gets another
+// step, and a timer far longer than step never fires.
+func advanceUntil(t *testing.T, mock *clock.Mock, step time.Duration, tries int, what string, cond func() bool) {
+	t.Helper()
+	for range tries {
+		mock.Add(step)
+		deadline := time.Now().Add(waitFor / time.Duration(tries))
+		for time.Now().Before(deadline) {
+			if cond() {
+				return
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
+	t.Fatalf("not within %d steps of %v on the mock clock: %s", tries, step, what)
+}
+
 // eventually polls cond until it holds, failing after waitFor.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -892,8 +911,20 @@ func TestSharedRefusedSubscribeBacksOffOnTheInjectedClock(t *testing.T) {
 	if n := in.numsub("denied"); n != 0 {
 		t.Fatalf("NUMSUB = %d before the backoff elapsed on the injected clock", n)
 	}
-	mock.Add(time.Second) // at least the longest backoff
-	r.expect(t, pubsub.Subscribed)
+	// At least the backoff; another step for a goroutine that had logged
+	// but not armed its timer when the clock first moved.
+	var first pubsub.Event
+	advanceUntil(t, mock, time.Second, 3, "a subscription after the backoff", func() bool {
+		select {
+		case first = <-r.ch:
+			return true
+		default:
+			return false
+		}
+	})
+	if first != pubsub.Subscribed {
+		t.Fatalf("first event after the backoff: %v, want Subscribed", first)
+	}
 	in.publish("denied")
 	r.expect(t, pubsub.Message)
 }
@@ -1026,8 +1057,9 @@ func TestSharedUnsubscribeFromAHungServerIsBounded(t *testing.T) {
 	if n := m.Channels(); n != 1 {
 		t.Fatalf("Channels = %d while the UNSUBSCRIBE waits for a hung server, want 1", n)
 	}
-	mock.Add(time.Second) // unsubscribeWait
-	eventually(t, "the channel dropped after unsubscribeWait", func() bool { return m.Channels() == 0 })
+	// unsubscribeWait; another step for a goroutine that had not armed its
+	// timer yet when the clock first moved.
+	advanceUntil(t, mock, time.Second, 3, "the channel dropped after unsubscribeWait", func() bool { return m.Channels() == 0 })
 	srv.Thaw()
 	eventually(t, "the server without the channel", func() bool { return in.numsub("hung") == 0 })
 }

@@ -210,14 +210,14 @@ type channel struct {
 	// The shared transport: receiving while its goroutine runs (from the
 	// channel's creation to its drop); round numbers its calls of
 	// Receive and cancel ends the current one; roundHealthy: Redis
-	// confirmed the current round's SUBSCRIBE at least once; leaving: the
-	// last listener left before Redis confirmed the round's subscription,
-	// and leaveTimer cancels the round unless the confirmation does first.
+	// confirmed the current round's SUBSCRIBE at least once; leaveTimer,
+	// while set: the last listener left before Redis confirmed the round's
+	// subscription, and it cancels the round unless the confirmation does
+	// first.
 	receiving    bool
 	round        uint64
 	cancel       context.CancelFunc
 	roundHealthy bool
-	leaving      bool
 	leaveTimer   *clock.Timer
 }
 
@@ -292,7 +292,7 @@ func (m *Manager) Subscribe(channelName string, fn func(Event)) (unsubscribe fun
 	}
 	l := &listener{fn: fn, ch: c}
 	c.listeners[l] = struct{}{}
-	if c.leaving {
+	if c.leaveTimer != nil {
 		m.stayLocked(c)
 	}
 	if !c.receiving && len(c.listeners) == 1 {

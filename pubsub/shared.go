@@ -160,7 +160,7 @@ func (m *Manager) onRoundSubscription(c *channel, round uint64, s rueidis.PubSub
 	switch s.Kind {
 	case m.proto.subscribed:
 		c.roundHealthy = true
-		if c.leaving {
+		if c.leaveTimer != nil {
 			// The connection is up: ending the round now fails nobody's dial.
 			m.stayLocked(c)
 			c.cancel()
@@ -199,7 +199,7 @@ func (m *Manager) onMessageOf(c *channel, msg rueidis.PubSubMessage) {
 // confirmed, or after unsubscribeWait on the injected clock if the server
 // does not answer by then.
 func (m *Manager) leaveSharedLocked(c *channel) {
-	if c.cancel == nil || c.leaving {
+	if c.cancel == nil || c.leaveTimer != nil {
 		return
 	}
 	if c.confirmed {
@@ -207,7 +207,6 @@ func (m *Manager) leaveSharedLocked(c *channel) {
 		c.cancel()
 		return
 	}
-	c.leaving = true
 	c.leaveTimer = m.cfg.Clock.AfterFunc(unsubscribeWait, c.cancel)
 }
 
@@ -217,5 +216,5 @@ func (m *Manager) stayLocked(c *channel) {
 	if c.leaveTimer != nil {
 		c.leaveTimer.Stop()
 	}
-	c.leaving, c.leaveTimer = false, nil
+	c.leaveTimer = nil
 }

@@ -7,6 +7,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/holdfast/holdfast/scripts"
 )
 
 const (
@@ -29,6 +33,23 @@ func runHotlock(e *env) error {
 		if err != nil {
 			return err
 		}
+		// The floor runs before the libraries in even rounds and after
+		// them in odd ones.
+		floor := func() error {
+			var err error
+			labelled("hotlock", refSerialHandoff, func(ctx context.Context) {
+				err = serialHandoffRound(ctx, e, warm, dur, r == e.rounds()-1)
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", refSerialHandoff, err)
+			}
+			return nil
+		}
+		if r%2 == 0 {
+			if err := floor(); err != nil {
+				return err
+			}
+		}
 		for _, lib := range e.order(r) {
 			var err error
 			labelled("hotlock", lib, func(ctx context.Context) {
@@ -38,7 +59,13 @@ func runHotlock(e *env) error {
 				return fmt.Errorf("%s: %w", lib, err)
 			}
 		}
+		if r%2 == 1 {
+			if err := floor(); err != nil {
+				return err
+			}
+		}
 	}
+	e.noteRatios("hotlock", "handoffs_per_s", refSerialHandoff, vsBestPeer)
 	return nil
 }
 
@@ -222,5 +249,75 @@ func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, 
 			scenario, lib, len(within), percentile(within, 50).Round(time.Microsecond), percentile(within, 99).Round(time.Microsecond),
 			len(across), 100*float64(len(across))/float64(handoffs), percentile(across, 50).Round(time.Microsecond), percentile(across, 99).Round(time.Microsecond))
 	}
+	return nil
+}
+
+// serialHandoffRound measures the hot lock's floor under holdfast's
+// protocol, recorded as refSerialHandoff: one goroutine on a bare rueidis
+// client calls handoff.lua back to back, each call releasing one owner and
+// granting the other with a new fencing token. A holdfast handoff is that
+// one round trip (a new holder needs its token from Redis); no client of
+// the protocol hands the lock over faster than this loop, which has no
+// other goroutine to wake and nothing else to do.
+func serialHandoffRound(ctx context.Context, e *env, warm, dur time.Duration, last bool) error {
+	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{e.srv.addr}})
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	name := "l:serial-handoff"
+	keys := scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name))
+	owners := [2]string{scripts.Field("bench", "layouts", "a"), scripts.Field("bench", "layouts", "b")}
+	acquire, handoff := rueidis.NewLuaScript(scripts.Acquire), rueidis.NewLuaScript(scripts.Handoff)
+	if err := acquire.Exec(ctx, rdb, keys, []string{owners[0], layoutLease, "0"}).Error(); err != nil {
+		return err
+	}
+	defer rdb.Do(context.WithoutCancel(ctx), rdb.B().Del().Key(scripts.LockKey(name)).Build())
+	n := 0
+	step := func() error {
+		from, to := owners[n%2], owners[(n+1)%2]
+		v, err := handoff.Exec(ctx, rdb, keys, []string{from, to, layoutLease}).ToArray()
+		if err != nil {
+			return err
+		}
+		if left, _ := v[0].AsInt64(); left != 0 {
+			return fmt.Errorf("handoff %d: the release half answered %d", n, left)
+		}
+		if code, _ := v[1].AsInt64(); code != scripts.AcquireGranted {
+			return fmt.Errorf("handoff %d: the acquire half answered %d", n, code)
+		}
+		n++
+		return nil
+	}
+	for end := time.Now().Add(warm); time.Now().Before(end); {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	usec0, err := e.admin.commandUsec()
+	if err != nil {
+		return err
+	}
+	stats0, cpu := e.snapshot(), e.startCPU()
+	n0, t0 := n, time.Now()
+	for end := t0.Add(dur); time.Now().Before(end); {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	n1, t1 := n, time.Now()
+	win, stats1 := cpu.stop(), e.snapshot()
+	usec1, err := e.admin.commandUsec()
+	if err != nil {
+		return err
+	}
+	handoffs := float64(n1 - n0)
+	e.res.add("hotlock", refSerialHandoff, "handoffs_per_s", handoffs/t1.Sub(t0).Seconds())
+	win.record(e.res, "hotlock", refSerialHandoff, handoffs)
+	if !last {
+		return nil
+	}
+	e.notef("hotlock/%s (last round): %.1f µs of the server's CPU per handoff in EVALSHA, %.2f server calls per handoff", refSerialHandoff,
+		float64(usec1-usec0)/handoffs, float64(sumCalls(statsDelta(stats0, stats1)))/handoffs)
 	return nil
 }

@@ -82,3 +82,31 @@ func TestWriteMarkdownSection(t *testing.T) {
 		t.Fatalf("file without markers changed: %q", b)
 	}
 }
+
+func TestNoteRatiosRoundByRound(t *testing.T) {
+	e := &env{res: newResults()}
+	for _, r := range []struct{ floor, hf, redislock, rueidislock float64 }{
+		{6000, 5000, 1000, 3000},
+		{9000, 4000, 3000, 2000},
+	} {
+		e.res.add("hotlock", refSerialHandoff, "handoffs_per_s", r.floor)
+		e.res.add("hotlock", libHoldfast, "handoffs_per_s", r.hf)
+		e.res.add("hotlock", libRedislock, "handoffs_per_s", r.redislock)
+		e.res.add("hotlock", libRueidislock, "handoffs_per_s", r.rueidislock)
+	}
+	e.noteRatios("hotlock", "handoffs_per_s", refSerialHandoff, vsBestPeer)
+	e.noteRatios("hotlock", "handoffs_per_s", refSerialHandoff, libRueidislock)
+	want := []string{
+		// Round 1's best peer is rueidislock (3000), round 2's redislock (3000).
+		"hotlock: handoffs_per_s as multiples of the round's best peer, round by round: handoff.lua serially 2.00×, holdfast 1.67×; handoff.lua serially 3.00×, holdfast 1.33×",
+		"hotlock: handoffs_per_s as multiples of the round's rueidislock, round by round: handoff.lua serially 2.00×, holdfast 1.67×; handoff.lua serially 4.50×, holdfast 2.00×",
+	}
+	if len(e.res.notes) != len(want) {
+		t.Fatalf("notes = %q, want %q", e.res.notes, want)
+	}
+	for i := range want {
+		if e.res.notes[i] != want[i] {
+			t.Errorf("note %d = %q\nwant      %q", i, e.res.notes[i], want[i])
+		}
+	}
+}

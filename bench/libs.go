@@ -29,6 +29,13 @@ const (
 	refBenchmark        = "redis-benchmark"
 	refAfterFunc        = "time.AfterFunc"
 	refPing             = "PING loop" // a plain Go loop of PINGs on one connection
+	// refSerialHandoff is handoff.lua called back to back by one goroutine
+	// on a bare client: the hot lock's floor (serialHandoffRound).
+	refSerialHandoff = "handoff.lua serially"
+	// refBareScripts is holdfast's acquire and release scripts called by 64
+	// goroutines on a bare rueidis client: the uncontended cycle's floor
+	// under holdfast's scripts (the holdfast shape of the layouts scenario).
+	refBareScripts = "scripts on a bare client"
 )
 
 var allLibs = []string{libHoldfast, libRedsync, libRedislock, libRueidislock}

@@ -73,6 +73,7 @@ var scenarios = []scenario{
 	{"renewal", runRenewal},
 	{"clients", runClients},
 	{"ceiling", runCeiling},
+	{"layouts", runLayouts},
 	{"timerwheel", runTimerwheel},
 	{"lockall", runLockAll},
 	{"redlock", runRedLock},

@@ -198,6 +198,29 @@ func (a *admin) commandStats() (map[string]int64, error) {
 	return out, nil
 }
 
+// commandUsec returns the microseconds INFO commandstats has counted in
+// EVALSHA, the scripts' own commands included: the server's work of running
+// the scripts, apart from reading, parsing and replying.
+func (a *admin) commandUsec() (int64, error) {
+	v, err := a.do("INFO", "commandstats")
+	if err != nil {
+		return 0, err
+	}
+	s, _ := v.(string)
+	for _, line := range strings.Split(s, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			if c, ok := strings.CutPrefix(kv, "usec="); ok {
+				return strconv.ParseInt(c, 10, 64)
+			}
+		}
+	}
+	return 0, nil
+}
+
 // statsDelta is after - before, without the benchmark's own INFO calls.
 func statsDelta(before, after map[string]int64) map[string]int64 {
 	d := map[string]int64{}

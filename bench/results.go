@@ -222,7 +222,7 @@ func (r *results) printTable(w io.Writer, libs []string, rows []row) {
 			}
 		}
 		ref := ""
-		for _, lib := range []string{refBenchmark, refAfterFunc, refPing} {
+		for _, lib := range []string{refBenchmark, refAfterFunc, refPing, refSerialHandoff, refBareScripts} {
 			if v, ok := r.get(s, lib, m); ok {
 				ref = fmt.Sprintf("%s (%s)", fmtNum(v), lib)
 				any = true
@@ -255,5 +255,40 @@ func (r *results) printMarkdown(w io.Writer, e *env) {
 		for _, n := range r.notes {
 			fmt.Fprintf(w, "- %s\n", n)
 		}
+	}
+}
+
+// noteRatios notes, round by round, a reference's figure and holdfast's as
+// multiples of the same round's figure of versus ("best peer": the best of
+// the peers in that round). A goal of holdfast ≥ k× versus is within reach
+// of any client of holdfast's protocol in a round only if the reference, a
+// floor of that protocol, is at k× or above.
+func (e *env) noteRatios(scenario, metric, ref, versus string) {
+	s := e.res.samples
+	floor := s[key{scenario, ref, metric}]
+	hf := s[key{scenario, libHoldfast, metric}]
+	var parts []string
+	for i := range floor {
+		base := 0.0
+		peers := []string{versus}
+		if versus == vsBestPeer {
+			peers = []string{libRedsync, libRedislock, libRueidislock}
+		}
+		for _, lib := range peers {
+			if v := s[key{scenario, lib, metric}]; i < len(v) {
+				base = max(base, v[i])
+			}
+		}
+		if base == 0 {
+			return
+		}
+		p := fmt.Sprintf("%s %.2f×", ref, floor[i]/base)
+		if i < len(hf) {
+			p += fmt.Sprintf(", holdfast %.2f×", hf[i]/base)
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) > 0 {
+		e.notef("%s: %s as multiples of the round's %s, round by round: %s", scenario, metric, versus, strings.Join(parts, "; "))
 	}
 }

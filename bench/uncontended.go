@@ -20,6 +20,27 @@ func runUncontended(e *env) error {
 		warm, dur = 150*time.Millisecond, 600*time.Millisecond
 	}
 	for r := range e.rounds() {
+		// The floor runs before the libraries in even rounds and after
+		// them in odd ones.
+		floor := func() error {
+			var f layoutFigures
+			var err error
+			labelled("uncontended", refBareScripts, func(ctx context.Context) {
+				f, err = layoutRound(ctx, e, shippedShape, warm, dur)
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", refBareScripts, err)
+			}
+			e.res.add("uncontended", refBareScripts, "cycles_per_s", f.cyclesPerS)
+			e.res.add("uncontended", refBareScripts, "client_cpu_us_per_cycle", f.clientUS)
+			e.res.add("uncontended", refBareScripts, "redis_cpu_us_per_cycle", f.redisUS)
+			return nil
+		}
+		if r%2 == 0 {
+			if err := floor(); err != nil {
+				return err
+			}
+		}
 		for _, lib := range e.order(r) {
 			var err error
 			labelled("uncontended", lib, func(ctx context.Context) {
@@ -29,7 +50,13 @@ func runUncontended(e *env) error {
 				return fmt.Errorf("%s: %w", lib, err)
 			}
 		}
+		if r%2 == 1 {
+			if err := floor(); err != nil {
+				return err
+			}
+		}
 	}
+	e.noteRatios("uncontended", "cycles_per_s", refBareScripts, libRueidislock)
 	return nil
 }
 

@@ -189,13 +189,7 @@ func layoutRound(ctx context.Context, e *env, s layoutShape, warm, dur time.Dura
 			}
 		}(&counts[i], fmt.Sprintf("l:%s:%d", s.name, i))
 	}
-	sum := func() int64 {
-		var n int64
-		for i := range counts {
-			n += counts[i].n.Load()
-		}
-		return n
-	}
+	sum := func() int64 { return cyclesOf(counts) }
 	time.Sleep(warm)
 	usec0, err := e.admin.commandUsec()
 	if err != nil {

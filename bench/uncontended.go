@@ -60,6 +60,15 @@ func runUncontended(e *env) error {
 	return nil
 }
 
+// cyclesOf sums the workers' cycles so far.
+func cyclesOf(ws []worker) int64 {
+	var n int64
+	for i := range ws {
+		n += ws[i].n.Load()
+	}
+	return n
+}
+
 // worker is one goroutine's tally, padded so counters do not share a cache
 // line.
 type worker struct {
@@ -117,13 +126,7 @@ func uncontendedRound(ctx context.Context, e *env, lib string, round int, warm, 
 			}
 		}(&ws[i], fmt.Sprintf("u:%s:%d", lib, i))
 	}
-	sum := func() int64 {
-		var n int64
-		for i := range ws {
-			n += ws[i].n.Load()
-		}
-		return n
-	}
+	sum := func() int64 { return cyclesOf(ws) }
 
 	time.Sleep(warm)
 	cmds0, stats0 := ctr.snapshot(), e.snapshot()

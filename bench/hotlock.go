@@ -256,9 +256,11 @@ func hotlockRound(ctx context.Context, e *env, scenario, lib string, round int, 
 // protocol, recorded as refSerialHandoff: one goroutine on a bare rueidis
 // client calls handoff.lua back to back, each call releasing one owner and
 // granting the other with a new fencing token. A holdfast handoff is that
-// one round trip (a new holder needs its token from Redis); no client of
-// the protocol hands the lock over faster than this loop, which has no
-// other goroutine to wake and nothing else to do.
+// one round trip (a new holder needs its token from Redis), and handoffs
+// follow one another: no client of the protocol hands the lock over faster
+// than this loop, which has no other goroutine to wake and nothing else to
+// do (a library's figure can pass it by the noise between two windows of
+// one round).
 func serialHandoffRound(ctx context.Context, e *env, warm, dur time.Duration, last bool) error {
 	rdb, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{e.srv.addr}})
 	if err != nil {
@@ -267,7 +269,7 @@ func serialHandoffRound(ctx context.Context, e *env, warm, dur time.Duration, la
 	defer rdb.Close()
 	name := "l:serial-handoff"
 	keys := scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name))
-	owners := [2]string{scripts.Field("bench", "layouts", "a"), scripts.Field("bench", "layouts", "b")}
+	owners := [2]string{scripts.Field("bench", "serial", "a"), scripts.Field("bench", "serial", "b")}
 	acquire, handoff := rueidis.NewLuaScript(scripts.Acquire), rueidis.NewLuaScript(scripts.Handoff)
 	if err := acquire.Exec(ctx, rdb, keys, []string{owners[0], layoutLease, "0"}).Error(); err != nil {
 		return err

@@ -15,7 +15,7 @@ import (
 // The layouts scenario asks what issue 32's "commands per cycle" goal is
 // worth before anyone changes holdfast's data model for it. The same bare
 // client (rueidis, 64 goroutines, one key each, acquire then release by
-// EVALSHA) runs three script shapes of one uncontended cycle, so the only
+// EVALSHA) runs four script shapes of one uncontended cycle, so the only
 // difference between them is what the server does:
 //
 //   - holdfast: the shipped acquire.lua and release.lua (9 commands a cycle

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast/actor"
+	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/scripts"
 )
 
@@ -28,3 +29,8 @@ func SetIdleTimeout(d time.Duration) (restore func()) {
 // DeadLetters reports the letters lock actors were sent after they stopped
 // (see actor.DeadLetters).
 func DeadLetters() int64 { return actor.DeadLetters() }
+
+// SendRelease sends l's Release letter to its actor without Release's own
+// check of Lost first: a Release that checked just before its Lock ended
+// and its actor passivated, then sent.
+func SendRelease(l *Lock) { l.ref.Send(lockactor.MsgRelease, nil) }

@@ -335,6 +335,41 @@ func TestSleepAndWakeUnderContention(t *testing.T) {
 	}
 }
 
+// TestLateReleaseMeetsNoStoppedActor sends a Release letter to a Lock
+// whose hold ended and whose actor then passivated: the Release that
+// checked Lost a moment before the hold was lost (its lease ran out on a
+// loaded machine) and sent after the actor's linger was over. The letter
+// must be dropped, not sent to the stopped actor: that was the dead letter
+// TestNoLetterMeetsAStoppedActor met under load in CI.
+func TestLateReleaseMeetsNoStoppedActor(t *testing.T) {
+	srv := redistest.Start(t)
+	defer holdfast.SetIdleTimeout(time.Millisecond)()
+	c := newClient(t, srv, holdfast.Config{})
+	l := c.Lock(context.Background(), "late-release")
+	mustAcquire(t, l)
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Actors() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if c.Actors() > 0 {
+		t.Fatal("the released lock's actor did not passivate")
+	}
+	before := holdfast.DeadLetters()
+	holdfast.SendRelease(l)
+	if err := l.Release(context.Background()); !errors.Is(err, holdfast.ErrNotHeld) {
+		t.Fatalf("second Release: %v, want ErrNotHeld", err)
+	}
+	// protoactor counts a dead letter on the sender's goroutine, but give
+	// its event stream a moment all the same.
+	time.Sleep(50 * time.Millisecond)
+	if d := holdfast.DeadLetters() - before; d != 0 {
+		t.Fatalf("%d letters reached the stopped actor", d)
+	}
+}
+
 // TestNoLetterMeetsAStoppedActor holds many watchdog locks whose renewal
 // period equals the linger, so that the turn of a renewal's reply often
 // finds the linger over just as the linger timer fires, and closes the

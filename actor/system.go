@@ -162,11 +162,18 @@ func (e *entry) Send(id lockactor.ReqID, kind lockactor.MsgKind, err error) {
 }
 
 // deliver sends l through entry e: to its actor, woken first if it sleeps.
-// The letter is counted until received (entry.enqueues) if e is still in
-// the registry; one for an entry gone from it reaches a stopped actor and
-// is dropped, as for any message to a stopped actor.
+// The letter is counted until received (entry.enqueues). An entry gone from
+// the registry has an actor that stopped idle: every request it served had
+// ended (and closed its Lost) before, so a letter about one of them is
+// dropped here rather than sent to the stopped actor as a dead letter. A
+// Release that saw its Lock still pending just before it ended gets here.
 func (s *System) deliver(e *entry, l *letter) {
 	s.mu.Lock()
+	if e.gone {
+		s.mu.Unlock()
+		l.free()
+		return
+	}
 	pid := s.readyLocked(e, l)
 	s.mu.Unlock()
 	s.root.Send(pid, l)

@@ -252,6 +252,9 @@ func TestStatusShowsHolder(t *testing.T) {
 	}
 	t.Logf("status output:\n%s", r.stdout)
 	// The holder's field is svc1:INSTANCE:job (see scripts.Field).
+	if header, _, _ := strings.Cut(r.stdout, "\n"); !strings.Contains(header, "HOLDER (CLIENTID:INSTANCE:OWNER)") {
+		t.Fatalf("status heads its holders %q", header)
+	}
 	if !strings.Contains(r.stdout, "svc1:") || !strings.Contains(r.stdout, ":job") || !strings.Contains(r.stdout, "report    lock") || !strings.Contains(r.stdout, "free-one  free") {
 		t.Fatalf("status output lacks the holder:\n%s", r.stdout)
 	}

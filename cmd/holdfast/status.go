@@ -16,8 +16,8 @@ import (
 const statusHelp = `usage: holdfast status [--redis URL] [--layout L] [--json] NAME...
 
 Show what Redis holds of each lock NAME: its kind, holders (CLIENTID:INSTANCE:OWNER as the
-holder's Client stored it, and its reentry count), remaining TTL, fencing counter
-and queued waiters.
+holder's Client stored it, ID:THREAD under --layout redisson, and its reentry count),
+remaining TTL, fencing counter and queued waiters.
 ` + "\n" + layoutHelp
 
 const listHelp = `usage: holdfast list [--redis URL] [--layout L] [PATTERN]
@@ -46,7 +46,7 @@ type lockStatus struct {
 }
 
 type holder struct {
-	Owner string `json:"owner"` // CLIENTID:INSTANCE:OWNER as stored
+	Owner string `json:"owner"` // as stored: CLIENTID:INSTANCE:OWNER, or ID:THREAD (redisson)
 	Count int64  `json:"count"`
 	Mode  string `json:"mode,omitempty"`
 }
@@ -127,7 +127,7 @@ func statusMain(args []string, stdout, _ io.Writer) (int, error) {
 		return 0, enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER (CLIENTID:INSTANCE:OWNER)\tCOUNT\tTTL\tFENCE\tWAITERS")
+	fmt.Fprintf(tw, "NAME\tKIND\tHOLDER (%s)\tCOUNT\tTTL\tFENCE\tWAITERS\n", holderShape(t.layout))
 	for _, st := range out {
 		kind, ttl := "free", "-"
 		if st.Kind != "" {
@@ -157,6 +157,14 @@ func statusMain(args []string, stdout, _ io.Writer) (int, error) {
 		}
 	}
 	return 0, tw.Flush()
+}
+
+// holderShape names the parts of a holder field as the layout stores it.
+func holderShape(l holdfast.Layout) string {
+	if l == holdfast.LayoutRedisson {
+		return "ID:THREAD"
+	}
+	return "CLIENTID:INSTANCE:OWNER"
 }
 
 func statusOf(name string, info holdfast.Info) lockStatus {

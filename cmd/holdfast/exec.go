@@ -45,8 +45,10 @@ Options (before or after NAME, before --):
 
 CMD runs in its own process group. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
 SIGUSR2 sent to holdfast are passed on to the whole group. When the lock is lost the
-group is stopped. On Linux CMD is killed (SIGKILL) if holdfast dies, even by SIGKILL;
-its own children are not, unless they too ask to die with their parent. Elsewhere a
+group is stopped and exec exits 76; it exits 76 too when CMD ended first and the
+release finds the lock no longer held (a force-unlock that no renewal had seen).
+On Linux CMD is killed (SIGKILL) if holdfast dies, even by SIGKILL; its own
+children are not, unless they too ask to die with their parent. Elsewhere a
 killed holdfast leaves CMD running until its lease runs out: stop holdfast with
 SIGTERM, which stops CMD first.
 ` + "\n" + layoutHelp

@@ -30,7 +30,8 @@ const forceUnlockHelp = `usage: holdfast force-unlock [--redis URL] [--layout L]
 
 Free lock NAME whoever holds it: delete the hold, raise its fence so that the old
 holder's token is stale, and wake its waiters. The old holder learns at its next
-renewal (holdfast exec then stops its command). For a stuck holder that is alive:
+renewal or its release (holdfast exec then stops its command, or exits 76 if the
+command had already ended). For a stuck holder that is alive:
 a dead holder's lock frees itself when its lease runs out.
 ` + "\n" + layoutHelp
 

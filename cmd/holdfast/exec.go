@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -44,8 +45,10 @@ Options (before or after NAME, before --):
 
 CMD runs in its own process group. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
 SIGUSR2 sent to holdfast are passed on to the whole group. When the lock is lost the
-group is stopped. On Linux CMD is killed (SIGKILL) if holdfast dies, even by SIGKILL;
-its own children are not, unless they too ask to die with their parent. Elsewhere a
+group is stopped and exec exits 76; it exits 76 too when CMD ended first and the
+release finds the lock no longer held (a force-unlock that no renewal had seen).
+On Linux CMD is killed (SIGKILL) if holdfast dies, even by SIGKILL; its own
+children are not, unless they too ask to die with their parent. Elsewhere a
 killed holdfast leaves CMD running until its lease runs out: stop holdfast with
 SIGTERM, which stops CMD first.
 ` + "\n" + layoutHelp
@@ -274,9 +277,16 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 			if lost {
 				// Whatever CMD left behind must not run on without the lock.
 				signalGroup(cmd, syscall.SIGKILL)
-				return exitLost, fmt.Errorf("lock %q lost while the command ran (%v); command stopped, its exit status was %d", o.name, l.Err(), code)
+				return exitLost, fmt.Errorf("lock %q lost while the command ran (%s); command stopped, its exit status was %d", o.name, message(l.Err()), code)
 			}
-			if rerr := l.Release(context.Background()); rerr != nil {
+			rerr := l.Release(context.Background())
+			if lostBy(rerr) {
+				// The hold ended before CMD did, and no renewal had
+				// noticed yet (a force-unlock, an expired lease): CMD
+				// ran part of its time without the lock.
+				return exitLost, fmt.Errorf("lock %q lost while the command ran (%s); the command had exited with status %d", o.name, message(rerr), code)
+			}
+			if rerr != nil {
 				fmt.Fprintf(stderr, "holdfast: releasing %q: %s\n", o.name, message(rerr))
 			}
 			return code, nil
@@ -293,6 +303,15 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 			signalGroup(cmd, sig.(syscall.Signal))
 		}
 	}
+}
+
+// lostBy reports whether the final Release found the hold already over:
+// Redis no longer shows this owner (ErrNotOwner), or the Lock had ended
+// before the Release (ErrNotHeld, wrapping its cause). Only Release ends
+// exec's Lock on purpose, so either means the hold was lost while CMD ran.
+// A Release that could not reach Redis proves nothing and is not a loss.
+func lostBy(releaseErr error) bool {
+	return errors.Is(releaseErr, holdfast.ErrNotOwner) || errors.Is(releaseErr, holdfast.ErrNotHeld)
 }
 
 // acquireFailure is exec's answer to a Lock that ended before it was held.
@@ -314,9 +333,20 @@ func acquireFailure(o execOptions, err error, ping func() error) (int, error) {
 	case errors.Is(err, holdfast.ErrWrongKind):
 		return exitFailure, fmt.Errorf("lock %q is in use as another kind of lock (see --fair, --read, --write, --permits): %w", o.name, err)
 	case errors.Is(err, holdfast.ErrPermits):
-		return exitFailure, fmt.Errorf("semaphore %q is in use with another --permits: %w", o.name, err)
+		return exitFailure, permitsMismatch(o, err)
 	}
 	return exitFailure, fmt.Errorf("lock %q: %w", o.name, err)
+}
+
+// permitsMismatch says in one sentence that NAME's holders use another
+// permit count: the count Redis reported when the error carries it.
+func permitsMismatch(o execOptions, err error) error {
+	var has int
+	detail := strings.TrimPrefix(err.Error(), holdfast.ErrPermits.Error()+": ")
+	if n, serr := fmt.Sscanf(detail, "it has %d permits", &has); serr == nil && n == 1 {
+		return fmt.Errorf("semaphore %q has %d permits, not --permits %d: every user of a name must give the same --permits", o.name, has, o.permits)
+	}
+	return fmt.Errorf("semaphore %q is in use with another permit count than --permits %d: every user of a name must give the same --permits", o.name, o.permits)
 }
 
 // exitCode maps CMD's end to holdfast's exit code: its own code, or 128+N

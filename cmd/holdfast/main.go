@@ -5,6 +5,7 @@
 //	holdfast list   [--redis URL] [PATTERN]
 //	holdfast force-unlock [--redis URL] NAME...
 //	holdfast demo   [--redis URL]
+//	holdfast version
 //
 // `holdfast help` and `holdfast COMMAND --help` describe each command, the
 // --redis URL forms and the exit codes.
@@ -42,6 +43,7 @@ Commands:
   list          list the lock names held now
   force-unlock  free a lock whoever holds it
   demo          a short story of workers sharing one lock
+  version       print holdfast's version (also holdfast --version)
 
 Run holdfast COMMAND --help for its options.
 
@@ -55,17 +57,29 @@ func main() {
 type command struct {
 	help string
 	main func(args []string, stdout, stderr io.Writer) (int, error)
+	// local: the command talks to no Redis, so its help leaves out the
+	// --redis URL forms and exit codes.
+	local bool
+}
+
+// fullHelp is c's help text as `holdfast help COMMAND` prints it.
+func (c command) fullHelp() string {
+	if c.local {
+		return c.help
+	}
+	return c.help + "\n" + connHelp + "\n" + exitHelp
 }
 
 var commands map[string]command
 
 func init() {
 	commands = map[string]command{
-		"exec":         {execHelp, execMain},
-		"status":       {statusHelp, statusMain},
-		"list":         {listHelp, listMain},
-		"force-unlock": {forceUnlockHelp, forceUnlockMain},
-		"demo":         {demoHelp, func(args []string, stdout, _ io.Writer) (int, error) { return demoMain(args, stdout) }},
+		"exec":         {help: execHelp, main: execMain},
+		"status":       {help: statusHelp, main: statusMain},
+		"list":         {help: listHelp, main: listMain},
+		"force-unlock": {help: forceUnlockHelp, main: forceUnlockMain},
+		"demo":         {help: demoHelp, main: func(args []string, stdout, _ io.Writer) (int, error) { return demoMain(args, stdout) }},
+		"version":      {help: versionHelp, main: versionMain, local: true},
 	}
 }
 
@@ -86,20 +100,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "-h", "-help", "--help", "help":
 		if len(args) > 1 {
 			if c, ok := commands[args[1]]; ok {
-				fmt.Fprint(stdout, c.help+"\n"+connHelp+"\n"+exitHelp)
+				fmt.Fprint(stdout, c.fullHelp())
 				return 0
 			}
 		}
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "-version", "--version":
+		args = append([]string{"version"}, args[1:]...)
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		return fail(stderr, exitUsage, usageError{fmt.Sprintf("unknown command %q (want exec, status, list, force-unlock or demo; see holdfast help)", args[0])})
+		return fail(stderr, exitUsage, usageError{fmt.Sprintf("unknown command %q (want exec, status, list, force-unlock, demo or version; see holdfast help)", args[0])})
 	}
 	code, err := c.main(args[1:], stdout, stderr)
 	if errors.Is(err, errHelp) {
-		fmt.Fprint(stdout, c.help+"\n"+connHelp+"\n"+exitHelp)
+		fmt.Fprint(stdout, c.fullHelp())
 		return 0
 	}
 	if err != nil {

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -158,6 +160,60 @@ func TestExecLockLostStopsCommand(t *testing.T) {
 	}
 }
 
+// TestExecLostBeforeRenewalNoticed: CMD frees its own lock with
+// `holdfast force-unlock` and exits before a renewal is due (the watchdog
+// is a minute long), so only the final Release finds the hold gone. exec
+// still exits with the lost status, whatever CMD's own status, for every
+// kind of lock and both layouts.
+func TestExecLostBeforeRenewalNoticed(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, tc := range []struct {
+		name   string
+		flags  []string
+		status int // CMD's own exit status
+	}{
+		{"lock", nil, 0},
+		{"lock-failing-cmd", nil, 3},
+		{"fair", []string{"--fair"}, 0},
+		{"read", []string{"--read"}, 0},
+		{"write", []string{"--write"}, 0},
+		{"semaphore", []string{"--permits", "2"}, 0},
+		{"redisson", []string{"--layout", "redisson"}, 0},
+		{"redisson-write", []string{"--layout", "redisson", "--write"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			layout := []string{}
+			if slices.Contains(tc.flags, "redisson") {
+				layout = []string{"--layout", "redisson"}
+			}
+			// The test binary is holdfast under asMain, which CMD inherits.
+			unlock := strings.Join(append([]string{os.Args[0], "force-unlock", "--redis", srv.Addr}, layout...), " ")
+			script := fmt.Sprintf("%s %s >/dev/null && exit %d", unlock, tc.name, tc.status)
+			args := append([]string{"exec", "--redis", srv.Addr, "--watchdog", "60s"}, tc.flags...)
+			args = append(args, tc.name, "--", "sh", "-c", script)
+			start := time.Now()
+			r := runHoldfast(t, args...)
+			if r.code != exitLost {
+				t.Fatalf("exit %d, want %d (lock lost); stderr %q", r.code, exitLost, r.stderr)
+			}
+			// A renewal would have said "command stopped"; this loss was
+			// found by the Release, after CMD's own exit.
+			if took := time.Since(start); took > 15*time.Second {
+				t.Fatalf("exec took %v: a renewal may have found the loss first", took)
+			}
+			want := fmt.Sprintf("holdfast: lock %q lost while the command ran (Redis no longer shows this owner holding the lock", tc.name)
+			if !strings.HasPrefix(r.stderr, want) || !strings.Contains(r.stderr, fmt.Sprintf("the command had exited with status %d", tc.status)) ||
+				strings.Count(strings.TrimSpace(r.stderr), "\n") != 0 {
+				t.Fatalf("stderr %q, want one line starting %q and naming status %d", r.stderr, want, tc.status)
+			}
+		})
+	}
+	// A command that leaves the lock alone still ends with its own status.
+	if r := runHoldfast(t, "exec", "--redis", srv.Addr, "--watchdog", "60s", "kept", "--", "true"); r.code != 0 || r.stderr != "" {
+		t.Fatalf("exec of a command that kept its lock: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
 func TestExecWaitTimeout(t *testing.T) {
 	srv := redistest.Start(t)
 	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t)})
@@ -196,6 +252,9 @@ func TestStatusShowsHolder(t *testing.T) {
 	}
 	t.Logf("status output:\n%s", r.stdout)
 	// The holder's field is svc1:INSTANCE:job (see scripts.Field).
+	if header, _, _ := strings.Cut(r.stdout, "\n"); !strings.Contains(header, "HOLDER (CLIENTID:INSTANCE:OWNER)") {
+		t.Fatalf("status heads its holders %q", header)
+	}
 	if !strings.Contains(r.stdout, "svc1:") || !strings.Contains(r.stdout, ":job") || !strings.Contains(r.stdout, "report    lock") || !strings.Contains(r.stdout, "free-one  free") {
 		t.Fatalf("status output lacks the holder:\n%s", r.stdout)
 	}

@@ -104,8 +104,9 @@ func TestExecPermitsStatusAndMistakes(t *testing.T) {
 	if r := runHoldfast(t, "exec", "--permits", "3", "-w", "5", "--redis", srv.Addr, "exports", "--", "true"); r.code != 0 {
 		t.Fatalf("exec --permits 3 beside one holder: exit %d, stderr %q", r.code, r.stderr)
 	}
-	if r := runHoldfast(t, "exec", "--permits", "2", "--redis", srv.Addr, "exports", "--", "true"); r.code != exitFailure || !strings.Contains(r.stderr, "another --permits") {
-		t.Fatalf("exec --permits 2 on a semaphore of 3: exit %d, stderr %q", r.code, r.stderr)
+	want := `holdfast: semaphore "exports" has 3 permits, not --permits 2: every user of a name must give the same --permits` + "\n"
+	if r := runHoldfast(t, "exec", "--permits", "2", "--redis", srv.Addr, "exports", "--", "true"); r.code != exitFailure || r.stderr != want {
+		t.Fatalf("exec --permits 2 on a semaphore of 3: exit %d, stderr %q, want %q", r.code, r.stderr, want)
 	}
 	for _, args := range [][]string{
 		{"exec", "--permits", "0", "x", "--", "true"},
@@ -131,6 +132,10 @@ func TestLayoutRedisson(t *testing.T) {
 	r := runHoldfast(t, "status", "--layout", "redisson", "--redis", srv.Addr, "invoices")
 	if r.code != 0 || !strings.Contains(r.stdout, "java-ops:3") {
 		t.Fatalf("status --layout redisson of a Java hold: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	// The owner column is headed by the shape of its rows: Redisson's fields.
+	if header, _, _ := strings.Cut(r.stdout, "\n"); !strings.Contains(header, "HOLDER (ID:THREAD)") || strings.Contains(header, "CLIENTID") {
+		t.Fatalf("status --layout redisson heads its holders %q", header)
 	}
 	if r := runHoldfast(t, "list", "--layout", "redisson", "--redis", srv.Addr); r.code != 0 || strings.TrimSpace(r.stdout) != "invoices" {
 		t.Fatalf("list --layout redisson: exit %d, stdout %q", r.code, r.stdout)

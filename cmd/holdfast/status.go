@@ -16,8 +16,8 @@ import (
 const statusHelp = `usage: holdfast status [--redis URL] [--layout L] [--json] NAME...
 
 Show what Redis holds of each lock NAME: its kind, holders (CLIENTID:INSTANCE:OWNER as the
-holder's Client stored it, and its reentry count), remaining TTL, fencing counter
-and queued waiters.
+holder's Client stored it, ID:THREAD under --layout redisson, and its reentry count),
+remaining TTL, fencing counter and queued waiters.
 ` + "\n" + layoutHelp
 
 const listHelp = `usage: holdfast list [--redis URL] [--layout L] [PATTERN]
@@ -30,7 +30,8 @@ const forceUnlockHelp = `usage: holdfast force-unlock [--redis URL] [--layout L]
 
 Free lock NAME whoever holds it: delete the hold, raise its fence so that the old
 holder's token is stale, and wake its waiters. The old holder learns at its next
-renewal (holdfast exec then stops its command). For a stuck holder that is alive:
+renewal or its release (holdfast exec then stops its command, or exits 76 if the
+command had already ended). For a stuck holder that is alive:
 a dead holder's lock frees itself when its lease runs out.
 ` + "\n" + layoutHelp
 
@@ -46,7 +47,7 @@ type lockStatus struct {
 }
 
 type holder struct {
-	Owner string `json:"owner"` // CLIENTID:INSTANCE:OWNER as stored
+	Owner string `json:"owner"` // as stored: CLIENTID:INSTANCE:OWNER, or ID:THREAD (redisson)
 	Count int64  `json:"count"`
 	Mode  string `json:"mode,omitempty"`
 }
@@ -127,7 +128,7 @@ func statusMain(args []string, stdout, _ io.Writer) (int, error) {
 		return 0, enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tKIND\tHOLDER (CLIENTID:INSTANCE:OWNER)\tCOUNT\tTTL\tFENCE\tWAITERS")
+	fmt.Fprintf(tw, "NAME\tKIND\tHOLDER (%s)\tCOUNT\tTTL\tFENCE\tWAITERS\n", holderShape(t.layout))
 	for _, st := range out {
 		kind, ttl := "free", "-"
 		if st.Kind != "" {
@@ -157,6 +158,14 @@ func statusMain(args []string, stdout, _ io.Writer) (int, error) {
 		}
 	}
 	return 0, tw.Flush()
+}
+
+// holderShape names the parts of a holder field as the layout stores it.
+func holderShape(l holdfast.Layout) string {
+	if l == holdfast.LayoutRedisson {
+		return "ID:THREAD"
+	}
+	return "CLIENTID:INSTANCE:OWNER"
 }
 
 func statusOf(name string, info holdfast.Info) lockStatus {

@@ -496,6 +496,9 @@ func (h handle) Acquired(token uint64, deadline time.Time) {
 func (h handle) SetDeadline(d time.Time) { h.l.deadline.Store(d.UnixNano()) }
 
 func (h handle) ReleaseDone(err error) {
+	if errors.Is(err, lockactor.ErrReleaseUnconfirmed) {
+		return // interim: a Lock's Release waits for the settling answer
+	}
 	h.l.mu.Lock()
 	h.l.relErr, h.l.relAnswered = err, true
 	h.l.mu.Unlock()

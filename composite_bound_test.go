@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redistest"
 )
 
 // Real-Redis tests of how long a composite's Release and a RedLock's round
@@ -89,3 +90,100 @@ func TestRedLockOneTryEndsWithoutFrozenNode(t *testing.T) {
 	}
 }
 
+// TestRedLockReleaseWithNodeFrozen: a node that is SIGSTOPped while the
+// RedLock holds keeps Release waiting no longer than CallTimeout; its hold
+// is given back in the background once it answers again.
+func TestRedLockReleaseWithNodeFrozen(t *testing.T) {
+	const callTimeout = 300 * time.Millisecond
+	srvs, clients := redlockClients(t, 3, holdfast.Config{CallTimeout: callTimeout})
+	ctx := context.Background()
+	l := holdfast.RedLock(ctx, clients, "ledger", holdfast.WithWait(5*time.Second))
+	mustAcquire(t, l)
+	waitHeldOn(t, srvs[2], "ledger", 2)
+	srvs[2].Freeze()
+	thawed := false
+	defer func() {
+		if !thawed {
+			srvs[2].Thaw()
+		}
+	}()
+
+	start := time.Now()
+	err := l.Release(ctx)
+	took := time.Since(start)
+	t.Logf("Release after %v: %v", took.Round(time.Millisecond), err)
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if took > time.Second {
+		t.Fatalf("Release took %v with one node frozen and CallTimeout %v", took, callTimeout)
+	}
+	mustLose(t, l, holdfast.ErrReleased)
+	noLockKeys(t, srvs[0])
+	noLockKeys(t, srvs[1])
+
+	// The frozen node's part is released by its actor once it answers,
+	// long before its 30 s lease would run out.
+	srvs[2].Thaw()
+	thawed = true
+	deadline := time.Now().Add(5 * time.Second)
+	for len(lockKeys(t, srvs[2])) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the thawed node still holds %v 5s later", lockKeys(t, srvs[2]))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestLockAllReleaseWithNodeKilled: a LockAll part whose server was
+// SIGKILLed does not hold up Release; the other part is released.
+func TestLockAllReleaseWithNodeKilled(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	ca, cb := newClient(t, a, holdfast.Config{}), newClient(t, b, holdfast.Config{})
+	ctx := context.Background()
+	l := holdfast.LockAll(ctx, []holdfast.Target{{Client: ca, Name: "p"}, {Client: cb, Name: "q"}})
+	mustAcquire(t, l)
+	b.Kill()
+	start := time.Now()
+	err := l.Release(ctx)
+	took := time.Since(start)
+	t.Logf("Release after %v: %v", took.Round(time.Millisecond), err)
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	if took > time.Second {
+		t.Fatalf("Release took %v with one part's server dead", took)
+	}
+	mustLose(t, l, holdfast.ErrReleased)
+	noLockKeys(t, a)
+}
+
+// TestLockAllOneTryEndsAtFirstRefusal: a one-try LockAll ends at the first
+// refusal, without waiting for a frozen part's answer; the error names the
+// refused part and its node.
+func TestLockAllOneTryEndsAtFirstRefusal(t *testing.T) {
+	a, b := redistest.Start(t), redistest.Start(t)
+	ca, cb := newClient(t, a, holdfast.Config{}), newClient(t, b, holdfast.Config{})
+	ctx := context.Background()
+	mustAcquire(t, newClient(t, a, holdfast.Config{}).Lock(ctx, "p"))
+	b.Freeze()
+	defer b.Thaw()
+	start := time.Now()
+	l := holdfast.LockAll(ctx, []holdfast.Target{{Client: ca, Name: "p"}, {Client: cb, Name: "q"}}, holdfast.WithWait(0))
+	select {
+	case <-l.Lost:
+	case <-time.After(waitFor):
+		t.Fatalf("LockAll not over within %v", waitFor)
+	}
+	took := time.Since(start)
+	t.Logf("Lost after %v: %v", took.Round(time.Millisecond), l.Err())
+	if !errors.Is(l.Err(), holdfast.ErrWaitTimeout) {
+		t.Fatalf("Err %v, want ErrWaitTimeout", l.Err())
+	}
+	if took > time.Second {
+		t.Fatalf("one-try LockAll took %v with a part refused and the other's node frozen", took)
+	}
+	if msg := l.Err().Error(); !strings.Contains(msg, `"p"`) || !strings.Contains(msg, a.Addr) {
+		t.Fatalf("error does not name the refused part and its node %s: %s", a.Addr, msg)
+	}
+}

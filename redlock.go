@@ -25,8 +25,15 @@ import (
 // lasts, tries again (each round's wait is drawn at random, so that
 // competing RedLocks that split the nodes stop splitting them); when the
 // budget is spent, or a node refuses for a reason waiting cannot fix
-// (ErrWrongKind, ErrClosed…), the RedLock ends with ErrNoQuorum wrapping the
-// last node's error. WithWait(0) makes it one round of one try per node.
+// (ErrWrongKind, ErrClosed…), the RedLock ends with ErrNoQuorum. A round
+// ends as soon as a majority is out of reach, whatever put it there
+// (refusals, errors, a try's call timing out): it does not wait for the
+// nodes still being asked, so with WithWait(0) and a majority of refusals
+// Lost closes after the refusals' round trip, even with another node
+// silent. The error names each node by address (host:port) with what it
+// did ("127.0.0.1:7001 refused (held), …, 127.0.0.1:7003 no answer within
+// 2ms") and wraps ErrNoQuorum and each node's error. WithWait(0) makes it
+// one round of one try per node.
 //
 // Once held, the watchdog renews on every node that holds; the hold lasts
 // while a majority confirms, and Lost closes at the deadline otherwise. A
@@ -34,6 +41,16 @@ import (
 // or lost the key), is asked again in the background for as long as the
 // RedLock holds, so that a restarted node restores the tolerance of one
 // more failure; a node that refuses for good (ErrWrongKind…) is left alone.
+//
+// Release (and the end of a RedLock for any other cause) gives back every
+// node and returns within a bound that does not depend on the lease: the
+// answers of the nodes that can be reached, and at most the Clients'
+// CallTimeout. It returns nil when the hold is over on every node that
+// answered; a node that is down or silent cannot answer, its renewal has
+// stopped and its key can only run out, and its release is repeated in the
+// background by its Client until Redis answers, the lease ends or the
+// Client closes. Grants a node may still make for a round that ended are
+// given back the same way.
 //
 // Token is monotone across holders: it is the highest token of the granting
 // majority, T, and before Acquired closes the fence counter is raised to at
@@ -71,10 +88,10 @@ type redLock struct {
 	round      []*attempt
 	roundStart time.Time     // when the round's requests went out
 	wait       time.Duration // each request's wait in the round
-	raising  bool   // a majority granted; the fence calls are out
-	floor    uint64 // T, while raising
-	raiseSeq uint64 // numbers the rounds' fence calls
-	raised   []int8 // per node: 0 no answer yet, 1 raised to floor, -1 failed
+	raising    bool          // a majority granted; the fence calls are out
+	floor      uint64        // T, while raising
+	raiseSeq   uint64        // numbers the rounds' fence calls
+	raised     []int8        // per node: 0 no answer yet, 1 raised to floor, -1 failed
 }
 
 func (p *redLock) start(c *composite) { p.newRound(c) }

@@ -29,7 +29,8 @@ type Target struct {
 // All or nothing: if the composite is not granted within WithWait (or ctx
 // ends, or a part fails), every part it took is released before Lost closes.
 // A refusal that ends it (with WithWait(0), any refusal) ends it at once,
-// without waiting for the other parts' answers. Once held, Lost closes when
+// without waiting for the other parts' answers: a grant still on its way
+// then is given back by its Client in the background. Once held, Lost closes when
 // any part is lost (Err names the part, its Client and its node's address,
 // and wraps its cause) or after Release, which releases every part. Deadline
 // is the earliest of the parts' deadlines; Token is the first target's token

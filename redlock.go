@@ -46,11 +46,11 @@ import (
 // node and returns within a bound that does not depend on the lease: the
 // answers of the nodes that can be reached, and at most the Clients'
 // CallTimeout. It returns nil when the hold is over on every node that
-// answered; a node that is down or silent cannot answer, its renewal has
-// stopped and its key can only run out, and its release is repeated in the
-// background by its Client until Redis answers, the lease ends or the
-// Client closes. Grants a node may still make for a round that ended are
-// given back the same way.
+// answered. On a node that is down (the release call fails at once) or
+// silent (no answer within CallTimeout) renewal has stopped and the key can
+// only run out; its release is repeated in the background by its Client
+// until Redis answers, the lease ends or the Client closes. Grants a node
+// may still make for a round that ended are given back the same way.
 //
 // Token is monotone across holders: it is the highest token of the granting
 // majority, T, and before Acquired closes the fence counter is raised to at

@@ -425,6 +425,11 @@ func (l *Lock) Wait(ctx context.Context) error {
 // returns ErrNotHeld (wrapping the cause it ended with) and changes nothing.
 // A hold that Redis no longer shows returns ErrNotOwner. A nil ctx is
 // ErrInvalidOption, and releases nothing.
+//
+// For a LockAll or RedLock, Release waits for the nodes that answer and at
+// most CallTimeout, never a lease: it returns nil when the hold is over on
+// every node that answered, and a node that is down or silent is released
+// in the background (its key runs out meanwhile).
 func (l *Lock) Release(ctx context.Context) error {
 	switch {
 	case !l.usable():
@@ -496,6 +501,9 @@ func (h handle) Acquired(token uint64, deadline time.Time) {
 func (h handle) SetDeadline(d time.Time) { h.l.deadline.Store(d.UnixNano()) }
 
 func (h handle) ReleaseDone(err error) {
+	if errors.Is(err, lockactor.ErrReleaseUnconfirmed) {
+		return // interim: a Lock's Release waits for the settling answer
+	}
 	h.l.mu.Lock()
 	h.l.relErr, h.l.relAnswered = err, true
 	h.l.mu.Unlock()

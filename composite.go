@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,11 +25,24 @@ import (
 //
 // The composite starts no goroutine of its own (except the RedLock fence
 // call on a production Client, see raiseFence). Its state is guarded by mu
-// and changed only by the callbacks of its attempts' actors, by Release and
-// by the context watcher. Calls into actors (Enqueue, Send) never run under
-// mu: they are queued in out and run by do after mu is released, so an
-// engine that calls back at once cannot deadlock on mu. The Lock's Lost is
-// closed by the composite, once every attempt it started is over.
+// and changed only by the callbacks of its attempts' actors, by Release, by
+// the context watcher and by its two timers (the wait budget; the end's
+// bound). Calls into actors (Enqueue, Send) never run under mu: they are
+// queued in out and run by do after mu is released, so an engine that calls
+// back at once cannot deadlock on mu.
+//
+// # Ending
+//
+// The Lock's Lost is closed by the composite once every hold it took has
+// been given back and answered for, and not later than the nodes' call
+// timeout: a node that is down or silent cannot hold up a Release or a
+// failed round for a lease. An attempt the composite never saw granted is
+// cancelled and not waited for; one whose release call failed (an interim
+// ErrReleaseUnconfirmed answer) or did not answer within the bound can only
+// let its key run out (its renewal has stopped). What is left of either is
+// settled in the background by the attempt's actor, which belongs to its
+// Client (repeated until Redis answers, the lease runs out or the Client
+// closes): no goroutine of the composite's outlives it.
 type composite struct {
 	l       *Lock
 	what    string   // "LockAll" or "RedLock": errors name it
@@ -40,13 +56,15 @@ type composite struct {
 	mu          sync.Mutex // guards the fields below
 	state       compState
 	cur         []*attempt // the live attempt of each part, nil when none
-	live        int        // attempts started and not yet over
+	live        int        // attempts the end waits for (see letGo)
 	cause       error      // why the composite ends, once ending
 	userRelease bool       // Release started the end: answer it
 	relErrs     []error
 	driver      lockactor.Driver
 	out         []func()     // calls into actors, run by do after mu is released
 	budget      *clock.Timer // ends a pending composite past its wait budget
+	settle      *clock.Timer // bounds how long the end waits for answers
+	settleDue   bool         // ... and has fired: the end waits no more
 }
 
 type compState uint8
@@ -85,6 +103,7 @@ type attempt struct {
 	deadline time.Time
 	giveBack bool // a release was asked for
 	sent     bool // ... and sent to its actor
+	done     bool // the composite's end no longer waits for it (letGo)
 }
 
 func newComposite(ctx context.Context, what, name string, targets []Target, opts []Option, pol policy) (*composite, *Lock) {
@@ -214,9 +233,26 @@ func (c *composite) giveBack(a *attempt) {
 	if c.cur[a.part] == a {
 		c.cur[a.part] = nil
 	}
+	if !a.held {
+		// Never seen granted: its actor cancels it, and gives back a grant
+		// that may still come (the ambiguous-outcome rule), on its own.
+		// Nothing the composite holds waits on it, so a silent node's
+		// acquire call cannot hold up the composite's end.
+		c.letGo(a)
+	}
 	if a.ref.To != nil {
 		c.sendRelease(a)
 	}
+}
+
+// letGo stops the composite's end waiting for attempt a: a is over, or
+// what is left of it is its actor's to settle in the background.
+func (c *composite) letGo(a *attempt) {
+	if a.done {
+		return
+	}
+	a.done = true
+	c.live--
 }
 
 func (c *composite) sendRelease(a *attempt) {
@@ -229,7 +265,9 @@ func (c *composite) sendRelease(a *attempt) {
 }
 
 // fail ends the composite with cause: every attempt is given back, and Lost
-// closes once all are over, so no partial hold outlives the composite.
+// closes once every node that answers has answered for its hold, so no
+// partial hold outlives the composite on a node that can be reached. The
+// end waits at most callTimeout (see Ending in the type's doc).
 func (c *composite) fail(cause error) {
 	if c.state >= compEnding {
 		return
@@ -241,12 +279,33 @@ func (c *composite) fail(cause error) {
 			c.giveBack(a)
 		}
 	}
+	if c.live > 0 {
+		c.settle = c.clock.AfterFunc(c.callTimeout(), func() {
+			c.do(func() {
+				c.settleDue = true
+				c.maybeFinish()
+			})
+		})
+	}
 	c.maybeFinish()
 }
 
+// callTimeout is the longest a call to any of the parts' nodes may take.
+func (c *composite) callTimeout() time.Duration {
+	var d time.Duration
+	for _, t := range c.targets {
+		d = max(d, t.Client.cfg.CallTimeout)
+	}
+	return d
+}
+
 func (c *composite) maybeFinish() {
-	if c.state != compEnding || c.live > 0 {
+	if c.state != compEnding || (c.live > 0 && !c.settleDue) {
 		return
+	}
+	if c.settle != nil {
+		c.settle.Stop()
+		c.settle = nil
 	}
 	c.state = compOver
 	if c.userRelease {
@@ -318,7 +377,21 @@ func deadlines(as []*attempt) []time.Time {
 // partErr names the part behind an attempt's error.
 func (c *composite) partErr(a *attempt, err error) error {
 	t := c.targets[a.part]
+	if addr := t.Client.nodeAddr(); addr != "" {
+		return fmt.Errorf("holdfast: %s part %q (client %s at %s): %w", c.what, t.Name, t.Client.cfg.ClientID, addr, err)
+	}
 	return fmt.Errorf("holdfast: %s part %q (client %s): %w", c.what, t.Name, t.Client.cfg.ClientID, err)
+}
+
+// nodeAddr is the address (host:port) of the Redis node this Client speaks
+// to, for errors that name a composite's nodes: the addresses of all its
+// nodes, sorted and joined by commas, on a cluster; "" when the Client has
+// no Redis client of its own (a simulated one).
+func (cl *Client) nodeAddr() string {
+	if cl.cfg.Redis == nil {
+		return ""
+	}
+	return strings.Join(slices.Sorted(maps.Keys(cl.cfg.Redis.Nodes())), ",")
 }
 
 // compositeRef is how the Lock handle reaches its composite.
@@ -387,7 +460,14 @@ func (h attemptHandle) SetDeadline(d time.Time) {
 func (h attemptHandle) ReleaseDone(err error) {
 	c := h.c
 	c.do(func() {
-		if err != nil && c.userRelease {
+		switch {
+		case errors.Is(err, lockactor.ErrReleaseUnconfirmed):
+			// The node did not take the release (down, or silent for a
+			// call's timeout): its key can only run out now, and the actor
+			// goes on releasing it in the background.
+			c.letGo(h.a)
+			c.maybeFinish()
+		case err != nil && c.userRelease && c.state < compOver:
 			c.relErrs = append(c.relErrs, c.partErr(h.a, err))
 		}
 	})
@@ -400,7 +480,7 @@ func (h attemptHandle) Lost(err error) {
 			return
 		}
 		a.over, a.err = true, err
-		c.live--
+		c.letGo(a)
 		if c.cur[a.part] == a {
 			c.cur[a.part] = nil
 			if !a.giveBack {

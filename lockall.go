@@ -28,10 +28,21 @@ type Target struct {
 //
 // All or nothing: if the composite is not granted within WithWait (or ctx
 // ends, or a part fails), every part it took is released before Lost closes.
-// Once held, Lost closes when any part is lost (Err names the part and wraps
-// its cause) or after Release, which releases every part. Deadline is the
-// earliest of the parts' deadlines; Token is the first target's token and
-// Tokens gives each target's, in the order given.
+// A refusal that ends it (with WithWait(0), any refusal) ends it at once,
+// without waiting for the other parts' answers: a grant still on its way
+// then is given back by its Client in the background. Once held, Lost closes when
+// any part is lost (Err names the part, its Client and its node's address,
+// and wraps its cause) or after Release, which releases every part. Deadline
+// is the earliest of the parts' deadlines; Token is the first target's token
+// and Tokens gives each target's, in the order given.
+//
+// Release, and every other end, waits for the parts' nodes that can be
+// reached, and at most the Clients' CallTimeout: never for a lease. It
+// returns nil when every part whose node answered is released; a part whose
+// node is down or silent can only let its key run out (its renewal has
+// stopped), and its Client repeats its release in the background until
+// Redis answers, the lease ends or the Client closes. "Released before Lost
+// closes" holds for every node that answers.
 //
 // Two targets with equal names on different Clients are ordered by ClientID,
 // which differs between processes: give parts on different deployments
@@ -111,8 +122,16 @@ func (p *lockAll) ended(c *composite, a *attempt) {
 	p.check(c)
 }
 
-// check decides once every attempt of the round has an answer.
+// check decides once every attempt of the round has an answer, or at the
+// first refusal that ends the LockAll: the other parts' answers cannot
+// change that, and a silent node's may take a whole CallTimeout.
 func (p *lockAll) check(c *composite) {
+	for _, a := range p.round {
+		if a.over && (!errors.Is(a.err, ErrWaitTimeout) || p.waiting || c.budgetSpent()) {
+			c.fail(c.partErr(a, a.err))
+			return
+		}
+	}
 	granted := make([]bool, len(p.round))
 	for i, a := range p.round {
 		if !a.held && !a.over {
@@ -130,11 +149,7 @@ func (p *lockAll) check(c *composite) {
 		c.acquire(p.tokens(c))
 		return
 	}
-	refused := p.round[j]
-	if !errors.Is(refused.err, ErrWaitTimeout) || p.waiting || c.budgetSpent() {
-		c.fail(c.partErr(refused, refused.err))
-		return
-	}
+	// Part j was busy and the budget lasts: wait for it alone.
 	for _, a := range p.round[j+1:] {
 		c.giveBack(a)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
+	"strings"
 	"time"
 )
 
@@ -24,8 +25,15 @@ import (
 // lasts, tries again (each round's wait is drawn at random, so that
 // competing RedLocks that split the nodes stop splitting them); when the
 // budget is spent, or a node refuses for a reason waiting cannot fix
-// (ErrWrongKind, ErrClosed…), the RedLock ends with ErrNoQuorum wrapping the
-// last node's error. WithWait(0) makes it one round of one try per node.
+// (ErrWrongKind, ErrClosed…), the RedLock ends with ErrNoQuorum. A round
+// ends as soon as a majority is out of reach, whatever put it there
+// (refusals, errors, a try's call timing out): it does not wait for the
+// nodes still being asked, so with WithWait(0) and a majority of refusals
+// Lost closes after the refusals' round trip, even with another node
+// silent. The error names each node by address (host:port) with what it
+// did ("127.0.0.1:7001 refused (held), …, 127.0.0.1:7003 no answer within
+// 2ms") and wraps ErrNoQuorum and each node's error. WithWait(0) makes it
+// one round of one try per node.
 //
 // Once held, the watchdog renews on every node that holds; the hold lasts
 // while a majority confirms, and Lost closes at the deadline otherwise. A
@@ -33,6 +41,16 @@ import (
 // or lost the key), is asked again in the background for as long as the
 // RedLock holds, so that a restarted node restores the tolerance of one
 // more failure; a node that refuses for good (ErrWrongKind…) is left alone.
+//
+// Release (and the end of a RedLock for any other cause) gives back every
+// node and returns within a bound that does not depend on the lease: the
+// answers of the nodes that can be reached, and at most the Clients'
+// CallTimeout. It returns nil when the hold is over on every node that
+// answered. On a node that is down (the release call fails at once) or
+// silent (no answer within CallTimeout) renewal has stopped and the key can
+// only run out; its release is repeated in the background by its Client
+// until Redis answers, the lease ends or the Client closes. Grants a node
+// may still make for a round that ended are given back the same way.
 //
 // Token is monotone across holders: it is the highest token of the granting
 // majority, T, and before Acquired closes the fence counter is raised to at
@@ -65,13 +83,15 @@ func RedLock(ctx context.Context, clients []*Client, name string, opts ...Option
 
 // redLock is RedLock's policy.
 type redLock struct {
-	q        int
-	rng      *rand.Rand // round jitter; seeded from the Clients
-	round    []*attempt
-	raising  bool   // a majority granted; the fence calls are out
-	floor    uint64 // T, while raising
-	raiseSeq uint64 // numbers the rounds' fence calls
-	raised   []int8 // per node: 0 no answer yet, 1 raised to floor, -1 failed
+	q          int
+	rng        *rand.Rand // round jitter; seeded from the Clients
+	round      []*attempt
+	roundStart time.Time     // when the round's requests went out
+	wait       time.Duration // each request's wait in the round
+	raising    bool          // a majority granted; the fence calls are out
+	floor      uint64        // T, while raising
+	raiseSeq   uint64        // numbers the rounds' fence calls
+	raised     []int8        // per node: 0 no answer yet, 1 raised to floor, -1 failed
 }
 
 func (p *redLock) start(c *composite) { p.newRound(c) }
@@ -97,8 +117,9 @@ func (p *redLock) roundWait(c *composite) time.Duration {
 }
 
 func (p *redLock) newRound(c *composite) {
-	p.raising, p.round = false, p.round[:0]
+	p.raising, p.round, p.raised = false, p.round[:0], nil
 	w := p.roundWait(c)
+	p.roundStart, p.wait = c.clock.Now(), w
 	for i := range c.targets {
 		p.round = append(p.round, c.enqueue(i, w))
 	}
@@ -166,12 +187,14 @@ func (p *redLock) checkRaised(c *composite) {
 		}
 	}
 	switch {
-	case len(held) < p.q || failed > len(c.targets)-p.q:
-		p.roundFailed(c)
+	case len(held) < p.q:
+		p.roundFailed(c, "")
+	case failed > len(c.targets)-p.q:
+		p.roundFailed(c, "the fence could not be raised on a majority")
 	case ok < p.q:
 		// wait for more fence calls
 	case !c.clock.Now().Before(quorumDeadline(deadlines(held), p.q)):
-		p.roundFailed(c) // no time left
+		p.roundFailed(c, "the majority's lease ran out before the fence was raised")
 	default:
 		p.raising = false
 		c.acquire(p.floor, []uint64{p.floor})
@@ -190,35 +213,115 @@ func (p *redLock) ended(c *composite, a *attempt) {
 		}
 	}
 	if len(p.round)-failed < p.q {
-		p.roundFailed(c)
+		// A majority is out of reach: end the round now, without waiting
+		// for the nodes still asked (a silent node's call may take a whole
+		// CallTimeout; its actor gives back whatever it may grant).
+		p.roundFailed(c, "")
 	}
 }
 
 // roundFailed gives back every node of the round and tries again while the
-// budget lasts.
-func (p *redLock) roundFailed(c *composite) {
-	granted := 0
-	var last error
+// budget lasts; why, when not the nodes' answers alone, says what failed.
+func (p *redLock) roundFailed(c *composite, why string) {
+	granted, final := 0, false
 	for _, a := range p.round {
 		if a.held && !a.over {
 			granted++
 		}
-		if a.over && a.err != nil && (last == nil || errors.Is(last, ErrWaitTimeout)) {
-			last = c.partErr(a, a.err) // prefer an error waiting cannot fix
-		}
+		// An error waiting cannot fix (ErrWrongKind, ErrClosed…) ends the
+		// RedLock whatever budget is left.
+		final = final || a.over && a.err != nil && !errors.Is(a.err, ErrWaitTimeout)
+	}
+	if c.budgetSpent() || final {
+		c.fail(p.noQuorum(c, granted, why))
+	}
+	for _, a := range p.round {
 		c.giveBack(a)
 	}
 	p.raising = false
-	if c.budgetSpent() || (last != nil && !errors.Is(last, ErrWaitTimeout)) {
-		err := fmt.Errorf("%w: %d of %d nodes granted %q, a majority is %d", ErrNoQuorum, granted, len(c.targets), c.l.name, p.q)
-		if last != nil {
-			err = fmt.Errorf("%w (last: %w)", err, last)
-		}
-		c.fail(err)
-		return
+	if c.state == compPending {
+		p.newRound(c)
 	}
-	p.newRound(c)
 }
+
+// noQuorum is the error of a RedLock that ends on a failed round: it says
+// what each node did, by address, and wraps ErrNoQuorum and every error a
+// node ended with.
+func (p *redLock) noQuorum(c *composite, granted int, why string) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %d of %d nodes granted %q (need %d)", ErrNoQuorum, granted, len(c.targets), c.l.name, p.q)
+	if why != "" {
+		fmt.Fprintf(&b, ", %s", why)
+	}
+	causes := []error{ErrNoQuorum}
+	for i, a := range p.round {
+		sep := ": "
+		if i > 0 {
+			sep = ", "
+		}
+		b.WriteString(sep + nodeLabel(c.targets[a.part].Client) + " " + p.did(c, a))
+		if a.over && a.err != nil {
+			causes = append(causes, a.err)
+		}
+	}
+	return &noQuorumError{msg: b.String(), causes: causes}
+}
+
+// did says what node a did in the round, for noQuorum.
+func (p *redLock) did(c *composite, a *attempt) string {
+	switch {
+	case a.held && !a.over:
+		if p.raised != nil && p.raised[a.part] < 0 {
+			return "granted (its fence call failed)"
+		}
+		return "granted"
+	case a.over && a.err == ErrWaitTimeout && p.wait == 0:
+		return "refused (held)"
+	case a.over && a.err == ErrWaitTimeout:
+		return fmt.Sprintf("refused (held for the round's %v)", p.wait)
+	case a.over && errors.Is(a.err, ErrWaitTimeout):
+		// A try that failed: the machine's error wraps the last failure.
+		if u, ok := a.err.(interface{ Unwrap() []error }); ok {
+			if errs := u.Unwrap(); len(errs) > 1 {
+				return fmt.Sprintf("failed (%v)", errs[len(errs)-1])
+			}
+		}
+		return fmt.Sprintf("failed (%v)", a.err)
+	case a.over:
+		return fmt.Sprintf("failed (%v)", a.err)
+	case p.wait == 0:
+		return "no answer within " + shortDuration(c.clock.Now().Sub(p.roundStart))
+	default:
+		return "not granted within " + shortDuration(c.clock.Now().Sub(p.roundStart))
+	}
+}
+
+// nodeLabel names a RedLock node in errors: its address, or its Client's
+// ClientID when the address is unknown (a simulated Client).
+func nodeLabel(cl *Client) string {
+	if addr := cl.nodeAddr(); addr != "" {
+		return addr
+	}
+	return "client " + cl.cfg.ClientID
+}
+
+// shortDuration rounds d for a message: to the millisecond, or to the
+// microsecond below one.
+func shortDuration(d time.Duration) string {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond).String()
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+// noQuorumError is ErrNoQuorum with what each node did.
+type noQuorumError struct {
+	msg    string
+	causes []error // ErrNoQuorum, then the nodes' errors
+}
+
+func (e *noQuorumError) Error() string   { return e.msg }
+func (e *noQuorumError) Unwrap() []error { return e.causes }
 
 func (p *redLock) heldLost(c *composite, a *attempt) {
 	if n := len(c.held()); n < p.q {

@@ -38,7 +38,9 @@ type Handle interface {
 	Acquired(token uint64, deadline time.Time)
 	SetDeadline(deadline time.Time)
 	// ReleaseDone answers a Release; it precedes Lost when the release is
-	// what ended the request.
+	// what ended the request. When the release's first call fails it is
+	// called early with an error wrapping ErrReleaseUnconfirmed, and again
+	// with the settling answer.
 	ReleaseDone(err error)
 	// Lost is called exactly once, last.
 	Lost(err error)
@@ -175,7 +177,8 @@ const (
 	// EffLost: request ID is over; Err says why. Emitted exactly once per request.
 	EffLost
 	// EffReleaseDone: answer the Release call of request ID with Err (nil
-	// when Redis confirmed). Emitted before the request's EffLost.
+	// when Redis confirmed). Emitted before the request's EffLost; an
+	// interim one (Err wraps ErrReleaseUnconfirmed) may come first.
 	EffReleaseDone
 )
 

@@ -1,6 +1,7 @@
 package lockactor
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -170,6 +171,12 @@ func (m *Machine) undo(now time.Time, field string, count int64, until time.Time
 	m.startRelease(now, o, nil, count)
 }
 
+// ErrReleaseUnconfirmed is an interim answer to a Release (EffReleaseDone,
+// before the one that settles it): the first release call failed (the node
+// is down, or silent past the call's timeout), renewal has stopped, and the
+// release is repeated until Redis confirms it or the lease runs out.
+var ErrReleaseUnconfirmed = errors.New("holdfast: release not confirmed yet (repeated in the background; without it the lease runs out)")
+
 func (m *Machine) releaseReply(now time.Time, o *owner, msg Msg, left int64) {
 	r := o.op.req
 	if msg.Fault == Ambiguous {
@@ -184,6 +191,12 @@ func (m *Machine) releaseReply(now time.Time, o *owner, msg Msg, left int64) {
 			// No retries while closing; past the deadline the key expires by itself.
 			m.releaseSettled(now, o, r, 0, fmt.Errorf("holdfast: release not confirmed by Redis (the lease runs out by itself): %w", msg.Err))
 			return
+		}
+		if r != nil && r.releaseAsked && !o.op.retried {
+			// The first try failed: say so now (the answer that settles the
+			// Release still follows), so that a caller releasing several
+			// nodes at once need not wait a lease for one that is down.
+			m.emit(Effect{Kind: EffReleaseDone, ID: r.ID, Err: fmt.Errorf("%w: %w", ErrReleaseUnconfirmed, msg.Err)})
 		}
 		m.opBackoff(now, o)
 		return

@@ -31,7 +31,7 @@ type Client struct {
 	// election name among the Client's observers (election_observe.go);
 	// nil on a Client without its own Redis client (the simulator's).
 	elections *electionHub
-	nextID   atomic.Uint64
+	nextID    atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error

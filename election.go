@@ -15,10 +15,6 @@ import (
 // KindElection is Info.Kind of a name in use as an election (Elect).
 const KindElection = scripts.ElectionKind
 
-// ErrInvalidValue: Elect with an empty value, or one longer than
-// MaxValueLen bytes.
-var ErrInvalidValue = scripts.ErrInvalidValue
-
 // MaxValueLen is the longest value Elect accepts, in bytes: a value is
 // meant for an address or a host name, and travels with every change of
 // leader.

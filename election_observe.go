@@ -26,9 +26,9 @@ import (
 // leader's vacancy is told within a wheel tick and a round trip of its
 // lease's end. While nothing changes nothing is sent, and a Client reads
 // Redis only when a message comes, when its subscription is re-established,
-// and when the TTL it last read runs out: about once per two thirds of the
-// lease while a live leader renews it (every third of its lease), and not at
-// all within the default 30 s lease's first 20 s.
+// and when the TTL it last read runs out: while a live leader renews (every
+// third of its lease), that read comes every two thirds of a lease to a
+// whole lease (every 20 to 30 s with the default 30 s lease).
 //
 // Every observer of a name in one Client shares one subscription (with the
 // Client's candidates of the name, too) and one read per change. The

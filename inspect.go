@@ -238,14 +238,6 @@ type lockKind struct {
 
 var lockKinds = []lockKind{
 	{
-		// Before KindLock: the same hash, marked kind=election.
-		kind:           KindElection,
-		inspect:        inspectElection,
-		forceUnlock:    forceUnlockElection,
-		heldKeyPattern: scripts.LockKeyPattern,
-		nameOfHeldKey:  scripts.NameOfLockKey,
-	},
-	{
 		// Before KindLock: the same hash, marked kind=semaphore.
 		kind:           KindSemaphore,
 		inspect:        inspectSem,
@@ -258,6 +250,14 @@ var lockKinds = []lockKind{
 		kind:           KindRW,
 		inspect:        inspectRW,
 		forceUnlock:    forceUnlockRW,
+		heldKeyPattern: scripts.LockKeyPattern,
+		nameOfHeldKey:  scripts.NameOfLockKey,
+	},
+	{
+		// Before KindLock: the same hash, marked kind=election.
+		kind:           KindElection,
+		inspect:        inspectElection,
+		forceUnlock:    forceUnlockElection,
 		heldKeyPattern: scripts.LockKeyPattern,
 		nameOfHeldKey:  scripts.NameOfLockKey,
 	},

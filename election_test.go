@@ -290,7 +290,8 @@ func TestObserveSeesEveryChange(t *testing.T) {
 // TestElectIdleCostsNothing: with a leader, a waiting candidate and
 // observers in other Clients, an election costs Redis no command while
 // nothing changes (the watchdog's lease is 30 s: no renewal is due and no
-// lease ends in the quiet period).
+// lease ends in the quiet period). The candidate and the observers of one
+// Client share one subscription.
 func TestElectIdleCostsNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
@@ -301,9 +302,13 @@ func TestElectIdleCostsNothing(t *testing.T) {
 	cand := b.Elect(ctx, name, "b")
 	for range 5 {
 		recv(t, o.Observe(t.Context(), name), waitFor)
+		recv(t, b.Observe(t.Context(), name), waitFor)
 	}
 	waitSubscribed(t, srv, name)
 	time.Sleep(300 * time.Millisecond)
+	if n := numsub(t, srv, scripts.Channel(name)); n != 2 {
+		t.Fatalf("%d subscriptions for the observers of two Clients (one with a candidate), want 2", n)
+	}
 	probe := srv.Client(t) // one connection: its handshake is before the period
 	before := commandStats(t, probe)
 	time.Sleep(2 * time.Second)
@@ -464,4 +469,47 @@ func TestElectReentryAndContext(t *testing.T) {
 	}
 	outer.Release(context.Background())
 	noLockKeys(t, srv)
+}
+
+// TestElectWithExactlyTheACLRules: campaigning, the watchdog's renewal,
+// observing, Leader, Inspect, ForceUnlock, handover and resignation run as
+// a user with exactly README's rights (the election needs no new one).
+func TestElectWithExactlyTheACLRules(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	newACLClient := func(user string) *holdfast.Client {
+		c, err := holdfast.New(holdfast.Config{Redis: aclClient(t, srv, user, aclRules), WatchdogTimeout: time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	a, b := newACLClient("elect-a"), newACLClient("elect-b")
+	states := b.Observe(t.Context(), "acl-elect")
+	if st := recv(t, states, waitFor); st != (holdfast.Leader{}) {
+		t.Fatalf("first state %+v", st)
+	}
+	la := a.Elect(ctx, "acl-elect", "a")
+	mustAcquire(t, la)
+	if st := recv(t, states, waitFor); st.Term != la.Token() {
+		t.Fatalf("observed %+v, want term %d", st, la.Token())
+	}
+	lb := b.Elect(ctx, "acl-elect", "b")
+	time.Sleep(1500 * time.Millisecond) // through the leader's renewals
+	notLost(t, la)
+	if got, err := b.Leader(ctx, "acl-elect"); err != nil || got.Term != la.Token() {
+		t.Fatalf("Leader = %+v, %v", got, err)
+	}
+	if info, err := b.Inspect(ctx, "acl-elect"); err != nil || info.Kind != holdfast.KindElection {
+		t.Fatalf("Inspect = %+v, %v", info, err)
+	}
+	if err := la.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mustAcquire(t, lb)
+	if err := a.ForceUnlock(ctx, "acl-elect"); err != nil {
+		t.Fatal(err)
+	}
+	mustLose(t, lb, holdfast.ErrNotOwner)
 }

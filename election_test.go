@@ -1,10 +1,12 @@
 package holdfast_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -24,6 +26,10 @@ import (
 const electChildMode = "HOLDFAST_TEST_CHILD_ELECT"
 
 func runElectChild() {
+	if os.Getenv(electCampaignMode) != "" {
+		runCampaignChild()
+		return
+	}
 	c := childClient(holdfast.Config{WatchdogTimeout: time.Second})
 	holdUntilKilled(c.Elect(context.Background(), os.Getenv(electChildMode), "child"))
 }
@@ -512,4 +518,108 @@ func TestElectWithExactlyTheACLRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustLose(t, lb, holdfast.ErrNotOwner)
+}
+
+// electCampaignMode makes the child process (see runChild) campaign for the
+// election named by its value with a 1s watchdog lease: it prints
+// "campaigning", then "leads TERM" once it leads, and leads until killed.
+const electCampaignMode = "HOLDFAST_TEST_CHILD_CAMPAIGN"
+
+func runCampaignChild() {
+	c := childClient(holdfast.Config{WatchdogTimeout: time.Second})
+	l := c.Elect(context.Background(), os.Getenv(electCampaignMode), fmt.Sprint(os.Getpid()))
+	fmt.Println("campaigning")
+	if err := l.Wait(context.Background()); err != nil {
+		fmt.Println("error", err)
+		os.Exit(1)
+	}
+	fmt.Println("leads", l.Token())
+	<-l.Lost
+	fmt.Println("lost", l.Err())
+	os.Exit(1)
+}
+
+// TestElectAmongProcesses: three processes campaign; one leads at a time,
+// and each time the leader is killed with SIGKILL another process leads
+// within the lease (1s) plus 300 ms, with a higher term.
+func TestElectAmongProcesses(t *testing.T) {
+	srv := redistest.Start(t)
+	const name = "elect-procs"
+	type line struct {
+		child int
+		text  string
+	}
+	lines := make(chan line, 16)
+	var cmds []*exec.Cmd
+	for i := range 3 {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), childEnv+"="+srv.Addr, electCampaignMode+"="+name)
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		cmds = append(cmds, cmd)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				lines <- line{i, sc.Text()}
+			}
+		}()
+	}
+	next := func(within time.Duration) line {
+		t.Helper()
+		select {
+		case l := <-lines:
+			return l
+		case <-time.After(within):
+			t.Fatalf("no child said anything within %v", within)
+		}
+		return line{}
+	}
+	campaigning := 0
+	var leader line
+	for campaigning < 3 || leader.text == "" {
+		l := next(waitFor)
+		switch {
+		case l.text == "campaigning":
+			campaigning++
+		case strings.HasPrefix(l.text, "leads ") && leader.text == "":
+			leader = l
+		default:
+			t.Fatalf("child %d said %q", l.child, l.text)
+		}
+	}
+	var term uint64
+	for round := range 2 {
+		var got uint64
+		fmt.Sscanf(leader.text, "leads %d", &got)
+		if got <= term {
+			t.Fatalf("round %d: term %d after %d", round, got, term)
+		}
+		term = got
+		// Through the leader's renewals: nobody else leads.
+		select {
+		case l := <-lines:
+			t.Fatalf("round %d: child %d said %q while child %d leads", round, l.child, l.text, leader.child)
+		case <-time.After(700 * time.Millisecond):
+		}
+		if err := cmds[leader.child].Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		l := next(waitFor)
+		took := time.Since(killed)
+		if !strings.HasPrefix(l.text, "leads ") || l.child == leader.child {
+			t.Fatalf("round %d: child %d said %q after the kill of child %d", round, l.child, l.text, leader.child)
+		}
+		t.Logf("round %d: child %d leads %v after the SIGKILL of child %d (lease 1s)", round, l.child, took, leader.child)
+		if took > time.Second+300*time.Millisecond {
+			t.Fatalf("round %d: successor leads %v after the kill, want within lease + 300ms", round, took)
+		}
+		leader = l
+	}
 }

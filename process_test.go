@@ -30,7 +30,7 @@ func runChild() {
 		runSemChild()
 		return
 	}
-	if os.Getenv(electChildMode) != "" {
+	if os.Getenv(electChildMode) != "" || os.Getenv(electCampaignMode) != "" {
 		runElectChild()
 		return
 	}

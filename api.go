@@ -27,7 +27,11 @@ type Client struct {
 	eng      clientkit.Engine
 	obs      *observe.Observer
 	closers  []func() // run after the engine closes, in order
-	nextID   atomic.Uint64
+	// elections shares one subscription and one state per observed
+	// election name among the Client's observers (election_observe.go);
+	// nil on a Client without its own Redis client (the simulator's).
+	elections *electionHub
+	nextID    atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -84,7 +88,9 @@ func New(cfg Config) (*Client, error) {
 		IdleTimeout: idleTimeout,
 	})
 	wheel.Start()
-	return &Client{cfg: cfg, instance: newInstance(), eng: sys, obs: obs, closers: []func(){cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
+	hub := newElectionHub(cfg, subs, wheel)
+	return &Client{cfg: cfg, instance: newInstance(), eng: sys, obs: obs, elections: hub,
+		closers: []func(){hub.close, cancelRenewals, renew.Close, subs.Close, wheel.Stop}}, nil
 }
 
 func init() {
@@ -162,6 +168,12 @@ func (c *Client) Lock(ctx context.Context, name string, opts ...Option) *Lock {
 // request starts a Lock call of the given kind and mode: the body every
 // kind's entry point (Lock, FairLock, …) shares.
 func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind, mode uint8, opts []Option) *Lock {
+	return c.requestValue(ctx, name, kind, mode, "", opts)
+}
+
+// requestValue is request with the kind-defined Value of the request (an
+// election's announced value).
+func (c *Client) requestValue(ctx context.Context, name string, kind *lockactor.Kind, mode uint8, value string, opts []Option) *Lock {
 	l := newLock(name)
 	o := applyOptions(opts)
 	if !c.usable() {
@@ -179,6 +191,7 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 	}
 	owner, _, _ := ownerFrom(ctx)
 	req := c.newRequest(owner, o.lease, o.wait, kind, mode)
+	req.Value = value
 	c.obs.Start(&l.obs, name, req.Field)
 	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {

@@ -21,7 +21,9 @@
 //
 // The other kinds return the same *Lock: FairLock (first come, first
 // served), ReadLock and WriteLock, Semaphore (at most N holders, each with
-// a leased permit), and the composites LockAll and RedLock. With
+// a leased permit), Elect (leader election, whose terms are fencing tokens;
+// Leader and Observe tell who leads), and the composites LockAll and
+// RedLock. With
 // Config.Layout = LayoutRedisson, Lock, ReadLock and WriteLock speak
 // Redisson's keys and messages, so Go and Java processes share lock names.
 //

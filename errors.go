@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // Errors. A Lock's Err() returns one of these, or wraps one, or wraps the
@@ -28,6 +29,9 @@ var (
 	// ErrInvalidName: the lock name is empty, longer than 1024 bytes, or
 	// starts with '}' (which would give its keys an empty cluster hash tag).
 	ErrInvalidName = lockactor.ErrInvalidName
+	// ErrInvalidValue: Elect with an empty value, or one longer than
+	// MaxValueLen bytes.
+	ErrInvalidValue = scripts.ErrInvalidValue
 	// ErrInvalidOption: a bad option (non-positive lease, negative wait, empty
 	// or reserved owner, nil context) or Config field.
 	ErrInvalidOption = lockactor.ErrInvalidOption
@@ -49,7 +53,7 @@ var (
 	// and the Lock never reported Acquired.
 	ErrReplicaSync = lockactor.ErrReplicaSync
 	// ErrWrongKind: the name is held or queued as another kind of lock.
-	// Lock, FairLock, ReadLock/WriteLock and Semaphore share one name space; a name in
+	// Lock, FairLock, ReadLock/WriteLock, Semaphore and Elect share one name space; a name in
 	// use as one kind refuses the others at once.
 	ErrWrongKind = lockactor.ErrWrongKind
 	// ErrNoQuorum: a RedLock could not get a majority of its nodes within
@@ -59,8 +63,8 @@ var (
 	// ErrWouldDeadlock: WriteLock by an owner that holds the ReadLock of the
 	// same name, which would wait for itself. (Write → read is allowed.)
 	ErrWouldDeadlock = lockactor.ErrWouldDeadlock
-	// ErrNotSupported: a kind the Client's Layout cannot speak (FairLock and
-	// Semaphore under LayoutRedisson); nothing changed.
+	// ErrNotSupported: a kind the Client's Layout cannot speak (FairLock,
+	// Semaphore and Elect under LayoutRedisson); nothing changed.
 	ErrNotSupported = errors.New("holdfast: lock kind not supported by the Client's layout")
 	// ErrPermits: Semaphore with a permit count other than the one the
 	// name's holders passed; nothing changed.

@@ -18,7 +18,8 @@ type Info struct {
 	// Kind is the kind the name is in use as: KindLock for the reentrant
 	// lock of Client.Lock, KindFair for FairLock (held, granted, or only
 	// queued for), KindRW for ReadLock/WriteLock, KindSemaphore for
-	// Semaphore; "" when the name is free.
+	// Semaphore, KindElection for Elect (its one holder is the leader); ""
+	// when the name is free.
 	Kind string
 	// Holders are the owners holding the name, ordered by Owner.
 	Holders []Holder
@@ -249,6 +250,14 @@ var lockKinds = []lockKind{
 		kind:           KindRW,
 		inspect:        inspectRW,
 		forceUnlock:    forceUnlockRW,
+		heldKeyPattern: scripts.LockKeyPattern,
+		nameOfHeldKey:  scripts.NameOfLockKey,
+	},
+	{
+		// Before KindLock: the same hash, marked kind=election.
+		kind:           KindElection,
+		inspect:        inspectElection,
+		forceUnlock:    forceUnlockElection,
 		heldKeyPattern: scripts.LockKeyPattern,
 		nameOfHeldKey:  scripts.NameOfLockKey,
 	},

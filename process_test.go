@@ -30,6 +30,10 @@ func runChild() {
 		runSemChild()
 		return
 	}
+	if os.Getenv(electChildMode) != "" || os.Getenv(electCampaignMode) != "" {
+		runElectChild()
+		return
+	}
 	c := childClient(holdfast.Config{WatchdogTimeout: time.Second})
 	holdUntilKilled(c.Lock(context.Background(), "crash"))
 }

@@ -29,6 +29,10 @@ type Request struct {
 	// Mode is kind-defined (the read-write lock's read or write); 0 for
 	// kinds with one mode.
 	Mode uint8
+	// Value is kind-defined: what an election's candidate announces
+	// (Election); "" for the other kinds. Only a fresh grant reads it, so a
+	// held request that slept (Dormant) does not keep it.
+	Value string
 }
 
 // Handle is the caller's side of one request. The runtime calls its

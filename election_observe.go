@@ -1,0 +1,282 @@
+package holdfast
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/holdfast/holdfast/pubsub"
+	"github.com/holdfast/holdfast/scripts"
+	"github.com/holdfast/holdfast/timerwheel"
+)
+
+// Observe streams name's leadership: the state at subscription first, then
+// every change — a new leader, and Leader{} once nobody leads (the leader
+// resigned, or its lease ran out). Terms never go backwards: a leader older
+// than one already told is never sent, and a reader that falls behind gets
+// the latest state (the channel holds one state, and a newer one replaces
+// it unread: changes in between may be skipped, never reordered). A state
+// may be told twice; a vacancy between a resignation and the next grant may
+// be skipped.
+//
+// A grant or a resignation is told within a round trip of its announcement.
+// An expiry is not announced by Redis: Observe learns it at the end of the
+// leader's lease (a timer at its remaining TTL, then a read), so a crashed
+// leader's vacancy is told within a wheel tick and a round trip of its
+// lease's end. While nothing changes nothing is sent, and a Client reads
+// Redis only when a message comes, when its subscription is re-established,
+// and when the TTL it last read runs out: while a live leader renews (every
+// third of its lease), that read comes every two thirds of a lease to a
+// whole lease (every 20 to 30 s with the default 30 s lease).
+//
+// Every observer of a name in one Client shares one subscription (with the
+// Client's candidates of the name, too) and one read per change. The
+// channel closes when ctx ends or the Client closes. Observe on a closed
+// Client, with a bad name or a nil ctx, under LayoutRedisson, or on a Client
+// without a Redis client of its own (the simulator's) returns a channel that
+// is already closed. A name in use as another kind of lock reads as nobody
+// leading.
+func (c *Client) Observe(ctx context.Context, name string) <-chan Leader {
+	ch := make(chan Leader, 1)
+	if ctx == nil || !c.usable() || c.elections == nil || c.cfg.Layout == LayoutRedisson ||
+		scripts.ValidateName(name) != nil {
+		close(ch)
+		return ch
+	}
+	c.elections.observe(ctx, name, ch)
+	return ch
+}
+
+// electionHub keeps the Client's observed elections: one subscription, one
+// reading goroutine and one state per name, shared by its observers.
+//
+// Concurrency: the hub owns one goroutine per observed name (run), started
+// by the name's first observer and ended when its last observer leaves or
+// the hub closes; close waits for them. Every observer channel has one
+// closer, the hub, under mu, which also orders every send on it. pub/sub
+// listeners and wheel timers only poke a name's kick channel.
+type electionHub struct {
+	cfg   Config
+	subs  *pubsub.Manager
+	wheel *timerwheel.Wheel
+	// ctx bounds the reads; close cancels it.
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // the names' goroutines
+
+	mu     sync.Mutex // guards the fields below and the *Locked fields of observed
+	names  map[string]*observed
+	closed bool
+}
+
+// observed is one observed election name.
+type observed struct {
+	name string
+	kick chan struct{} // 1-buffered: read Redis again
+	quit chan struct{} // closed when the name stops being observed
+	// unsubscribe ends the name's pub/sub listener.
+	unsubscribe func()
+
+	watchersLocked map[*watcher]struct{}
+	timerLocked    *timerwheel.Timer // the leader's lease end, or a retry after an error
+	knownLocked    bool              // stateLocked was read (and told) at least once
+	stateLocked    Leader            // the latest state told
+	maxTermLocked  uint64            // the highest term told
+	backoffLocked  time.Duration     // the wait before the next retry of a failed read
+}
+
+// watcher is one Observe call.
+type watcher struct {
+	ch   chan Leader
+	stop func() bool // stops the context hook
+}
+
+// Backoff of a failed read: doubles from the first to the last.
+const (
+	observeMinBackoff = 50 * time.Millisecond
+	observeMaxBackoff = time.Second
+)
+
+func newElectionHub(cfg Config, subs *pubsub.Manager, wheel *timerwheel.Wheel) *electionHub {
+	ctx, cancel := context.WithCancel(context.Background())
+	return &electionHub{cfg: cfg, subs: subs, wheel: wheel, ctx: ctx, cancel: cancel, names: make(map[string]*observed)}
+}
+
+// observe adds ch as an observer of name until ctx ends or the hub closes.
+func (h *electionHub) observe(ctx context.Context, name string, ch chan Leader) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		close(ch)
+		return
+	}
+	o := h.names[name]
+	if o == nil {
+		o = &observed{name: name, kick: make(chan struct{}, 1), quit: make(chan struct{}),
+			watchersLocked: make(map[*watcher]struct{})}
+		h.names[name] = o
+		// Every event asks for a read: Subscribed (read once Redis would
+		// tell every later change), a message (a grant or resignation), a
+		// Resync (messages may have been lost). Reading after Subscribed
+		// is what makes the first state current.
+		o.unsubscribe = h.subs.Subscribe(scripts.Channel(name), func(pubsub.Event) { poke(o.kick) })
+		h.wg.Add(1)
+		go h.run(o)
+	}
+	w := &watcher{ch: ch}
+	o.watchersLocked[w] = struct{}{}
+	if o.knownLocked {
+		ch <- o.stateLocked
+	}
+	w.stop = context.AfterFunc(ctx, func() { h.leave(o, w) })
+}
+
+// leave ends watcher w of o; the last one ends o.
+func (h *electionHub) leave(o *observed, w *watcher) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := o.watchersLocked[w]; !ok {
+		return // the hub closed it
+	}
+	delete(o.watchersLocked, w)
+	close(w.ch)
+	if len(o.watchersLocked) == 0 {
+		h.endLocked(o)
+	}
+}
+
+// endLocked stops observing o. The listener only pokes, so ending it under
+// mu cannot wait for anything that needs mu.
+func (h *electionHub) endLocked(o *observed) {
+	delete(h.names, o.name)
+	close(o.quit)
+	o.unsubscribe()
+	if o.timerLocked != nil {
+		o.timerLocked.Stop()
+	}
+}
+
+// close closes every observer's channel and waits for the names'
+// goroutines. Idempotent.
+func (h *electionHub) close() {
+	h.mu.Lock()
+	if !h.closed {
+		h.closed = true
+		for _, o := range h.names {
+			for w := range o.watchersLocked {
+				w.stop()
+				close(w.ch)
+			}
+			clear(o.watchersLocked)
+			h.endLocked(o)
+		}
+	}
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+}
+
+// run reads o's election whenever it is poked, until o ends.
+func (h *electionHub) run(o *observed) {
+	defer h.wg.Done()
+	for {
+		select {
+		case <-o.kick:
+		case <-o.quit:
+			return
+		}
+		st, err := h.read(o.name)
+		h.mu.Lock()
+		select {
+		case <-o.quit:
+			h.mu.Unlock()
+			return
+		default:
+		}
+		if err != nil {
+			// Keep the state told; read again after a backoff (a Resync
+			// will poke too once the connection is back).
+			o.backoffLocked = min(max(2*o.backoffLocked, observeMinBackoff), observeMaxBackoff)
+			h.armLocked(o, o.backoffLocked)
+			h.mu.Unlock()
+			continue
+		}
+		o.backoffLocked = 0
+		h.tellLocked(o, st.Leader)
+		switch {
+		case st.Term != 0 && st.TTL >= 0:
+			// Redis announces no expiry: look again when the lease ends.
+			h.armLocked(o, st.TTL)
+		case o.timerLocked != nil:
+			o.timerLocked.Stop()
+		}
+		h.mu.Unlock()
+	}
+}
+
+// armLocked has o read again after d.
+func (h *electionHub) armLocked(o *observed, d time.Duration) {
+	if o.timerLocked == nil {
+		o.timerLocked = new(timerwheel.Timer)
+	} else {
+		o.timerLocked.Stop()
+	}
+	h.wheel.Arm(o.timerLocked, h.cfg.Clock.Now().Add(d), func() { poke(o.kick) })
+}
+
+// tellLocked sends st to o's observers if it is news: a leader of a higher
+// term than any told, or a vacancy after a leader. A leader of a term
+// already told (or older: a roll-back) is not news.
+func (h *electionHub) tellLocked(o *observed, st Leader) {
+	if o.knownLocked {
+		if st.Term != 0 && st.Term <= o.maxTermLocked {
+			return
+		}
+		if st.Term == 0 && o.stateLocked.Term == 0 {
+			return
+		}
+	}
+	o.knownLocked, o.stateLocked = true, st
+	o.maxTermLocked = max(o.maxTermLocked, st.Term)
+	for w := range o.watchersLocked {
+		replace(w.ch, st)
+	}
+}
+
+// replace puts st in ch (1-buffered), dropping an unread older state. Only
+// the hub sends on ch, under its mutex, so the second send cannot block.
+func replace(ch chan Leader, st Leader) {
+	select {
+	case ch <- st:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	ch <- st
+}
+
+// read reads name's election, bounded by the Client's CallTimeout on its
+// clock. Another kind's name reads as nobody leading.
+func (h *electionHub) read(name string) (electionState, error) {
+	ctx, cancel := context.WithCancel(h.ctx)
+	defer cancel()
+	t := h.cfg.Clock.AfterFunc(h.cfg.CallTimeout, cancel)
+	defer t.Stop()
+	st, err := readElection(ctx, h.cfg.Redis, name)
+	if errors.Is(err, ErrWrongKind) {
+		return electionState{}, nil
+	}
+	return st, err
+}
+
+// poke wakes the goroutine behind a 1-buffered channel.
+func poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}

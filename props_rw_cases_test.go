@@ -144,3 +144,64 @@ func TestRWDeadReaderExpires(t *testing.T) {
 		p.liveness(rt)
 	})
 }
+
+// TestRWWriterNotBehindOwnReader is issue 39's case on the simulator: client
+// A runs two writer loops with 10 ms holds on a name; client B asks a
+// ReadLock, which A's waiting writers hold back (writer preference), then,
+// 50 ms later, a WriteLock. B's writer must not wait behind its own
+// Client's held-back reader: it is granted within a few of A's holds.
+func TestRWWriterNotBehindOwnReader(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		ctx := context.Background()
+		const hold = 10 * time.Millisecond
+		a, b := p.clients[0], p.clients[1]
+		type loop struct {
+			l     *holdfast.Lock
+			since time.Time
+		}
+		loops := []*loop{{l: a.WriteLock(ctx, "a")}, {l: a.WriteLock(ctx, "a")}}
+		grantsA := 0
+		step := func() {
+			p.w.Advance(time.Millisecond)
+			for _, lp := range loops {
+				if !isClosed(lp.l.Acquired) {
+					continue
+				}
+				if lp.since.IsZero() {
+					lp.since = p.w.Now()
+					grantsA++
+				}
+				if !p.w.Now().Before(lp.since.Add(hold)) {
+					lp.l.Release(ctx)
+					lp.l, lp.since = a.WriteLock(ctx, "a"), time.Time{}
+				}
+			}
+		}
+		for range 200 {
+			step()
+		}
+		r := b.ReadLock(ctx, "a")
+		for range 50 {
+			step()
+		}
+		w := b.WriteLock(ctx, "a")
+		asked, before := p.w.Now(), grantsA
+		const within = time.Second
+		for p.w.Now().Before(asked.Add(within)) && !isClosed(w.Acquired) {
+			step()
+		}
+		if !isClosed(w.Acquired) {
+			rt.Fatalf("B's writer not granted %v after it asked (reader granted: %v; A got %d grants meanwhile): %v",
+				within, isClosed(r.Acquired), grantsA-before, w.Err())
+		}
+		rt.Logf("B's writer granted after %v, %d of A's grants", p.w.Now().Sub(asked), grantsA-before)
+		w.Release(ctx)
+		r.Release(ctx)
+		for _, lp := range loops {
+			lp.l.Release(ctx)
+		}
+		p.check(rt)
+		p.liveness(rt)
+	})
+}

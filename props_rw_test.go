@@ -389,6 +389,7 @@ func (p *rwWorld) check(t *rapid.T) {
 	p.checkValidity(t)
 	p.checkDeadClients(t, "}:rw:")
 	p.checkEnds(t)
+	p.checkWriterWait(t)
 }
 
 // checkValidity: no holder is told of a validity deadline past its hold's

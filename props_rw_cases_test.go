@@ -150,9 +150,11 @@ func TestRWDeadReaderExpires(t *testing.T) {
 // ReadLock, which A's waiting writers hold back (writer preference), then,
 // 50 ms later, a WriteLock; each of B's holds, once granted, lasts 10 ms
 // too. B's writer must not wait behind its own Client's held-back reader:
-// it is granted within a few of A's holds (1 s bounds it generously; the
-// issue saw both of B's Locks wait 10 s while A was granted 885 times).
+// it is granted within a few of A's holds (1 s and 40 of A's grants bound
+// it generously; the issue saw both of B's Locks wait 10 s while A was
+// granted 885 times).
 func TestRWWriterPassesOwnWaitingReader(t *testing.T) {
+	runs, heldBack, most := 0, 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		p := newRWWorld(rt)
 		ctx := context.Background()
@@ -201,9 +203,13 @@ func TestRWWriterPassesOwnWaitingReader(t *testing.T) {
 		for range 50 {
 			step()
 		}
+		runs++
+		if !isClosed(r.Acquired) {
+			heldBack++ // the case under test: B's reader waits when B's writer asks
+		}
 		w := b.WriteLock(ctx, "a")
 		asked, before := p.w.Now(), grantsA
-		const within = time.Second
+		const within, holds = time.Second, 40
 		for p.w.Now().Before(asked.Add(within)) && !isClosed(w.Acquired) {
 			step()
 		}
@@ -211,7 +217,10 @@ func TestRWWriterPassesOwnWaitingReader(t *testing.T) {
 			rt.Fatalf("B's writer not granted %v after it asked (reader granted: %v; A got %d grants meanwhile): %v",
 				within, isClosed(r.Acquired), grantsA-before, w.Err())
 		}
-		rt.Logf("B's writer granted after %v, %d of A's grants", p.w.Now().Sub(asked), grantsA-before)
+		if grantsA-before > holds {
+			rt.Fatalf("B's writer granted after %d of A's grants (%v)", grantsA-before, p.w.Now().Sub(asked))
+		}
+		most = max(most, grantsA-before)
 		w.Release(ctx)
 		r.Release(ctx)
 		for _, lp := range loops {
@@ -220,4 +229,8 @@ func TestRWWriterPassesOwnWaitingReader(t *testing.T) {
 		p.check(rt)
 		p.liveness(rt)
 	})
+	t.Logf("B's reader was held back when B's writer asked in %d of %d runs; B's writer waited through at most %d of A's grants", heldBack, runs, most)
+	if runs >= 20 && heldBack < runs/2 {
+		t.Fatalf("B's reader was held back in %d of %d runs only: the runs do not exercise the case", heldBack, runs)
+	}
 }

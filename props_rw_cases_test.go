@@ -144,3 +144,93 @@ func TestRWDeadReaderExpires(t *testing.T) {
 		p.liveness(rt)
 	})
 }
+
+// TestRWWriterPassesOwnWaitingReader is issue 39's case on the simulator: client
+// A runs two writer loops with 10 ms holds on a name; client B asks a
+// ReadLock, which A's waiting writers hold back (writer preference), then,
+// 50 ms later, a WriteLock; each of B's holds, once granted, lasts 10 ms
+// too. B's writer must not wait behind its own Client's held-back reader:
+// it is granted within a few of A's holds (1 s and 40 of A's grants bound
+// it generously; the issue saw both of B's Locks wait 10 s while A was
+// granted 885 times).
+func TestRWWriterPassesOwnWaitingReader(t *testing.T) {
+	runs, heldBack, most := 0, 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRWWorld(rt)
+		ctx := context.Background()
+		const hold = 10 * time.Millisecond
+		a, b := p.clients[0], p.clients[1]
+		type loop struct {
+			l     *holdfast.Lock
+			since time.Time
+		}
+		loops := []*loop{{l: a.WriteLock(ctx, "a")}, {l: a.WriteLock(ctx, "a")}}
+		grantsA := 0
+		var r *holdfast.Lock
+		var readSince time.Time
+		step := func() {
+			p.w.Advance(time.Millisecond)
+			if r != nil && isClosed(r.Acquired) && !isClosed(r.Lost) {
+				// B's reader holds as long as A's writers do.
+				if readSince.IsZero() {
+					readSince = p.w.Now()
+				}
+				if !p.w.Now().Before(readSince.Add(hold)) {
+					r.Release(ctx)
+				}
+			}
+			for _, lp := range loops {
+				if !isClosed(lp.l.Acquired) {
+					continue
+				}
+				if lp.since.IsZero() {
+					lp.since = p.w.Now()
+					grantsA++
+				}
+				if !p.w.Now().Before(lp.since.Add(hold)) {
+					lp.l.Release(ctx)
+					lp.l, lp.since = a.WriteLock(ctx, "a"), time.Time{}
+				}
+			}
+		}
+		for i := 0; grantsA < 5; i++ {
+			if i == 2000 {
+				rt.Fatalf("A's writers got %d grants in 2 s: the loops do not run", grantsA)
+			}
+			step()
+		}
+		r = b.ReadLock(ctx, "a")
+		for range 50 {
+			step()
+		}
+		runs++
+		if !isClosed(r.Acquired) {
+			heldBack++ // the case under test: B's reader waits when B's writer asks
+		}
+		w := b.WriteLock(ctx, "a")
+		asked, before := p.w.Now(), grantsA
+		const within, holds = time.Second, 40
+		for p.w.Now().Before(asked.Add(within)) && !isClosed(w.Acquired) {
+			step()
+		}
+		if !isClosed(w.Acquired) {
+			rt.Fatalf("B's writer not granted %v after it asked (reader granted: %v; A got %d grants meanwhile): %v",
+				within, isClosed(r.Acquired), grantsA-before, w.Err())
+		}
+		if grantsA-before > holds {
+			rt.Fatalf("B's writer granted after %d of A's grants (%v)", grantsA-before, p.w.Now().Sub(asked))
+		}
+		most = max(most, grantsA-before)
+		w.Release(ctx)
+		r.Release(ctx)
+		for _, lp := range loops {
+			lp.l.Release(ctx)
+		}
+		p.check(rt)
+		p.liveness(rt)
+	})
+	t.Logf("B's reader was held back when B's writer asked in %d of %d runs; B's writer waited through at most %d of A's grants", heldBack, runs, most)
+	if runs >= 20 && heldBack < runs/2 {
+		t.Fatalf("B's reader was held back in %d of %d runs only: the runs do not exercise the case", heldBack, runs)
+	}
+}

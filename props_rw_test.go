@@ -28,6 +28,8 @@ import (
 //   - a dead (paused) client's holds end on their own deadlines: its lease
 //     keys are gone from Redis one lease after it stopped, whatever the
 //     live readers renew;
+//   - a writer's wait: while a WriteLock waits, no reader of its own
+//     Client that waits is granted before it (props_rw_wait_test.go);
 //
 // and, once the faults stop, that every Lock is granted or gives up and
 // nothing is left in Redis. TestRWReadersOverlap and TestRWWriterPreference
@@ -389,6 +391,7 @@ func (p *rwWorld) check(t *rapid.T) {
 	p.checkValidity(t)
 	p.checkDeadClients(t, "}:rw:")
 	p.checkEnds(t)
+	p.checkWriterWait(t)
 }
 
 // checkValidity: no holder is told of a validity deadline past its hold's

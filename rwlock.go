@@ -12,9 +12,10 @@ import (
 // from the name's counter, taken at this grant.
 //
 // Writers are preferred: once a WriteLock waits for the name, new readers
-// queue behind it (an owner that already holds the name, as a reader or as
-// the writer, is still granted), so a steady stream of readers cannot keep a
-// writer waiting longer than the readers that held when it arrived. Each
+// queue behind it, and so do the readers of its own Client that wait (an
+// owner that already holds the name, as a reader or as the writer, is still
+// granted), so a steady stream of readers cannot keep a writer waiting
+// longer than the readers that held when it arrived (see WriteLock). Each
 // read hold has a lease of its own: a crashed reader's hold ends on its own
 // deadline, whatever the live readers renew.
 //
@@ -29,6 +30,19 @@ func (c *Client) ReadLock(ctx context.Context, name string, opts ...Option) *Loc
 // like Lock. While it waits, new readers queue behind it; if its process
 // dies meanwhile, its claim on the next turn lapses after
 // Config.WaiterTimeout.
+//
+// A writer waits only while holds stand in its way: the holds of the name
+// when it asked (read or write, in any process), and those of the writers
+// that take a turn before it — its Client's writers that asked before it,
+// and other processes' writers, which race it for each turn (writers are
+// not queued in order across processes). No reader that waits holds it
+// back: other processes' readers that try once its claim is in Redis wait
+// behind it, and its own Client's waiting readers wait behind it, whatever
+// holds them back (only a reader whose try was already on its way when it
+// asked may still be granted first). On a name that another process's
+// writers keep busy, a writer therefore competes with them for each turn,
+// as it does when it asks alone, and never waits behind a reader that
+// their claims hold back.
 //
 // The owner of a write hold may also take ReadLock on the name (write →
 // read): releasing the write hold then leaves it a reader. An owner that

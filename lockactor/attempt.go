@@ -35,6 +35,7 @@ func (m *Machine) tryHead(now time.Time) {
 		m.failTryOnceBehind()
 		return
 	}
+	m.reorder(now)
 	r := m.queue[0]
 	// A head whose place call is in flight waits for it: a request has one
 	// call in flight at a time.
@@ -59,6 +60,40 @@ func (m *Machine) tryHead(now time.Time) {
 	}
 	m.call(m.att.op, m.kind.Acquire(env, &r.Request, 0), r.Field, r.Field)
 	m.failTryOnceBehind()
+}
+
+// reorder lets the requests the kind puts first (Kind.Ahead) pass the
+// waiters queued before them that may be passed (see passable), keeping
+// the order among the requests passed and among those passing. A new head
+// has not tried yet: it tries at once, as a request that jumped the queue
+// does, whatever sleep the queue was in for the head it replaces.
+func (m *Machine) reorder(now time.Time) {
+	if m.kind.Ahead == nil || len(m.queue) < 2 {
+		return
+	}
+	head := m.queue[0]
+	for j := 1; j < len(m.queue); j++ {
+		r, i := m.queue[j], j
+		for i > 0 && m.passable(m.queue[i-1]) && m.kind.Ahead(&r.Request, &m.queue[i-1].Request, m.holds) {
+			i--
+		}
+		if i < j {
+			copy(m.queue[i+1:j+1], m.queue[i:j])
+			m.queue[i] = r
+		}
+	}
+	if m.queue[0] != head {
+		m.wake(now)
+	}
+}
+
+// passable reports whether a request may be passed in the local queue: it
+// waits, and no call of its may have granted it (the attempt in flight, a
+// try that got no answer, a place call) — such a request must learn its
+// outcome first, or a grant of its would stand in the way of the request
+// that passed it.
+func (m *Machine) passable(q *request) bool {
+	return q.state == statePending && q != m.att.req && !q.ambiguous && q.placeOp == 0
 }
 
 // failTryOnceBehind ends the try-once requests queued behind the attempt in
@@ -120,10 +155,10 @@ func (m *Machine) staleHolds(now time.Time, field string) {
 	}
 }
 
-// holds yields this client's holds on the name, for Kind.MayAttempt.
+// holds yields this client's holds on the name, for the kind's policy.
 func (m *Machine) holds(yield func(Hold) bool) {
 	for _, o := range m.owners {
-		if !yield(Hold{Field: o.field, Mode: o.mode, Count: o.count}) {
+		if !yield(Hold{Field: o.field, Mode: o.mode, Count: o.count, Undo: o.undo}) {
 			return
 		}
 	}

@@ -13,9 +13,10 @@
 //
 //   - requests (one per Lock call) from arrival to Lost, with their wait
 //     budgets, cancellations and Release calls;
-//   - the local queue: pending requests in arrival order; only its head
-//     tries for the lock, one attempt at a time, and a refused head sleeps
-//     until a wake-up on the kind's channel or until the holder's TTL;
+//   - the local queue: pending requests in arrival order, but for those
+//     the kind puts first (Ahead); only its head tries for the lock, one
+//     attempt at a time, and a refused head sleeps until a wake-up on the
+//     kind's channel or until the holder's TTL;
 //   - owners: one per owner field (CLIENTID:INSTANCE:OWNER) with a hold in Redis,
 //     its reentry count, token and validity deadline, and its one
 //     operation slot (an owner changes its count in Redis one call at a
@@ -51,14 +52,33 @@
 // holds the name (MayAttempt: exclusive by default), whether it hands the
 // lock between local requests in one call (Handoff), which batch script
 // renews its holds, whether its waiters keep a place in a Redis queue
-// (KeepAlive), and which channel wakes this client's waiters (Channel). No
-// kernel function switches on the kind: adding a kind adds a file and
-// touches no other kind's.
+// (KeepAlive), which local requests go ahead of others (Ahead, Jump), and
+// which channel wakes this client's waiters (Channel). No kernel function
+// switches on the kind: adding a kind adds a file and touches no other
+// kind's.
 //
 // A machine serves one kind at a time, the kind of its first request since
 // it was idle; a request of another kind meanwhile ends with ErrWrongKind,
 // as Redis would refuse it (the kinds share the name space, and each
 // kind's fresh-grant script refuses a name in use as another).
+//
+// # The read-write lock: a writer's wait
+//
+// ReadWrite prefers writers, in Redis and in the local queue alike, and
+// that bounds a writer's wait: a writer waits only while holds stand in
+// its way — the holds of the name when it asked (read or write, of any
+// client), and those of the writers that take a turn before it (this
+// client's writers queued before it; other clients' writers, which race it
+// for each turn: writers are not ordered across clients). No reader that
+// waits holds it back. Another client's new readers wait behind its claim
+// in Redis; this client's waiting readers wait behind it in the local
+// queue, which it passes (Ahead) — all but a reader whose try was already
+// on its way when the writer asked, or whose last try got no answer (it
+// may hold in Redis, and learns that first), and a reader of an owner
+// holding the write lock, which Redis grants whatever waits. A writer that
+// stood behind a reader would wait for as long as other clients kept a
+// writer waiting, since their claims hold that reader back (issue 39). The
+// property tests check this bound after every step (checkWriterWait).
 //
 // # Concurrency
 //

@@ -101,6 +101,15 @@ type Kind struct {
 	// read-write lock's write → read), which a waiter ahead of it could
 	// otherwise wait for. Nil: none does.
 	Jump func(r *Request, holds func(yield func(Hold) bool)) bool
+	// Ahead reports whether request r goes ahead of request q, queued
+	// before it in the local queue: the read-write lock's writers pass its
+	// waiting readers, so that a writer never waits behind a reader that
+	// writer preference holds back. The kernel moves r only past requests
+	// that wait with no call of theirs that may have granted them (not the
+	// attempt in flight, not one whose try got no answer), keeps the
+	// requests r passes in their order, and lets a new head try at once.
+	// Nil: the queue is first come, first served.
+	Ahead func(r, q *Request, holds func(yield func(Hold) bool)) bool
 	// YieldAfterRelease: when a hold's final release leaves local waiters
 	// behind, they wait for the release's announcement (or Config.Backoff)
 	// before trying, so that other processes' waiters compete on equal
@@ -131,6 +140,9 @@ type Hold struct {
 	Field string
 	Mode  uint8 // the Mode of the request that first granted it
 	Count int64
+	// Undo: no request holds through it; it is a grant for a request that
+	// gave up, on its way back to Redis.
+	Undo bool
 }
 
 // Outcomes of an acquire call (AcquireResult.Code).

@@ -20,12 +20,17 @@ const (
 // Policy: readers share, a write hold excludes every other hold. Locally, a
 // reader at the head of the queue waits while another owner of this client
 // holds the write lock; a writer always tries, because a writer that must
-// wait leaves a claim in Redis that makes new readers queue behind it
-// (writer preference) and keeps that claim alive like a fair waiter's
-// place (KeepAlive); readers keep nothing in Redis (Queues). A read request of an owner that holds the write lock
+// wait leaves a claim in Redis that makes other clients' new readers queue
+// behind it (writer preference) and keeps that claim alive like a fair
+// waiter's place (KeepAlive); readers keep nothing in Redis (Queues). The
+// local queue prefers writers the same way: a writer goes ahead of the
+// readers of this client that wait (Ahead), so that it never stands behind
+// a reader that another client's claim holds back — the reader would wait
+// for as long as other clients kept a writer waiting, and the writer with
+// it (issue 39). A read request of an owner that holds the write lock
 // (write → read) is granted whatever waits, so it goes to the front of the
-// queue (Jump); a write request of an owner that holds a read lock is
-// refused by Redis with ErrWouldDeadlock.
+// queue (Jump) and no writer passes it; a write request of an owner that
+// holds a read lock is refused by Redis with ErrWouldDeadlock.
 var ReadWrite = &Kind{
 	Name: "rw",
 	HoldField: func(ownerField string, mode uint8) string {
@@ -57,6 +62,7 @@ var ReadWrite = &Kind{
 	},
 	MayAttempt:        rwMayAttempt,
 	Jump:              rwJump,
+	Ahead:             rwAhead,
 	YieldAfterRelease: true,
 }
 
@@ -78,17 +84,25 @@ func rwMayAttempt(head *Request, holds func(yield func(Hold) bool)) bool {
 }
 
 // rwJump: a read request of an owner holding the write lock goes first.
+// A write grant being given back (Undo) holds nothing for the owner: its
+// reader waits its turn like any other.
 func rwJump(r *Request, holds func(yield func(Hold) bool)) bool {
 	if r.Mode != ModeRead {
 		return false
 	}
 	_, me, _ := scripts.RWModeOf(r.Field)
 	for h := range holds {
-		if m, o, _ := scripts.RWModeOf(h.Field); m == scripts.RWWrite && o == me {
+		if m, o, _ := scripts.RWModeOf(h.Field); m == scripts.RWWrite && o == me && !h.Undo {
 			return true
 		}
 	}
 	return false
+}
+
+// rwAhead: a writer passes a waiting reader, unless the reader's owner
+// holds the write lock (it is granted whatever waits, see rwJump).
+func rwAhead(r, q *Request, holds func(yield func(Hold) bool)) bool {
+	return r.Mode == ModeWrite && q.Mode == ModeRead && !rwJump(q, holds)
 }
 
 // decodeRWAcquire decodes rw_acquire.lua's reply: acquire.lua's codes, plus

@@ -9,9 +9,10 @@ import (
 	"github.com/holdfast/holdfast"
 )
 
-// A writer waits for the readers that hold, and readers that come after it
-// queue behind it (writer preference), so a stream of readers cannot starve
-// it. Here two processes share the name: one reads, one imports.
+// A writer holds a read-write lock alone: it waits for the readers that
+// hold, and readers wait for it. (Readers that ask while a writer waits
+// queue behind it, so a stream of readers cannot starve a writer.) Here two
+// processes share the name: one reads, one imports.
 func ExampleClient_WriteLock() {
 	url, stop := embeddedRedis() // in a program: "redis://127.0.0.1:6379"
 	defer stop()
@@ -29,34 +30,35 @@ func ExampleClient_WriteLock() {
 	defer importer.Close()
 	ctx := context.Background()
 
-	early := reports.ReadLock(ctx, "catalog")
-	early.Wait(ctx)
-	fmt.Println("a reader holds")
-
-	w := importer.WriteLock(ctx, "catalog")
-	late := reports.ReadLock(ctx, "catalog")
-	for _, l := range []*holdfast.Lock{w, late} {
+	// granted tells whether l is granted within 100ms.
+	granted := func(l *holdfast.Lock) string {
 		select {
 		case <-l.Acquired:
-			fmt.Println("granted at once")
+			return "granted at once"
 		case <-time.After(100 * time.Millisecond):
-			fmt.Println("waits")
+			return "waits"
 		}
 	}
 
-	early.Release(ctx)
+	r := reports.ReadLock(ctx, "catalog")
+	r.Wait(ctx)
+	w := importer.WriteLock(ctx, "catalog")
+	fmt.Println("writer beside a reader:", granted(w))
+	r.Release(ctx)
 	w.Wait(ctx)
 	fmt.Println("the writer holds it alone, token", w.Token())
+
+	next := reports.ReadLock(ctx, "catalog")
+	fmt.Println("reader beside the writer:", granted(next))
 	w.Release(ctx)
-	late.Wait(ctx)
-	fmt.Println("then the late reader, token", late.Token())
-	late.Release(ctx)
+	next.Wait(ctx)
+	fmt.Println("then the reader, token", next.Token())
+	next.Release(ctx)
 	// Output:
-	// a reader holds
-	// waits
-	// waits
+	// writer beside a reader: waits
 	// the writer holds it alone, token 2
-	// then the late reader, token 3
+	// reader beside the writer: waits
+	// then the reader, token 3
 }
 
 // LockAll takes several names, on one deployment or several, all or

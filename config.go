@@ -78,7 +78,7 @@ type Config struct {
 	// WaiterTimeout passes to the next waiter. Default 5s; at least
 	// MinLease.
 	WaiterTimeout time.Duration
-	// MeterProvider receives the Client's metrics (see README, Metrics):
+	// MeterProvider receives the Client's metrics (see README, "Logs and metrics"):
 	// acquisitions by outcome, wait and hold times, renewals, lost holds,
 	// held and waiting Locks, Redis call latency. Default: none recorded.
 	MeterProvider metric.MeterProvider

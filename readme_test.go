@@ -1,6 +1,7 @@
 package holdfast_test
 
 import (
+	"cmp"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -11,11 +12,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // These tests keep README's facts about the code from drifting: the test
-// command's property-test counts and the list of lock kinds. (acl_test.go
-// does the same for the ACL line.)
+// command's property-test counts, the list of lock kinds, the list of
+// errors, and its links. (acl_test.go does the same for the ACL line.)
 
 // readme returns README.md as it is, and with every run of white space
 // made one space, so that a statement reads the same however its lines
@@ -239,4 +241,110 @@ func isPtrTo(e ast.Expr, name string) bool {
 	}
 	id, ok := star.X.(*ast.Ident)
 	return ok && id.Name == name
+}
+
+// TestREADMEListsEveryError: the Quickstart's error table names every
+// exported error of errors.go, so that a new sentinel cannot go unlisted.
+func TestREADMEListsEveryError(t *testing.T) {
+	raw, _ := readme(t)
+	start := strings.Index(raw, "\n### Errors\n")
+	if start < 0 {
+		t.Fatal(`README.md has no "### Errors" section`)
+	}
+	section := raw[start+1:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "errors.go", nil, parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, d := range f.Decls {
+		g, ok := d.(*ast.GenDecl)
+		if !ok || g.Tok != token.VAR {
+			continue
+		}
+		for _, spec := range g.Specs {
+			for _, id := range spec.(*ast.ValueSpec).Names {
+				if id.IsExported() && strings.HasPrefix(id.Name, "Err") {
+					names = append(names, id.Name)
+				}
+			}
+		}
+	}
+	if len(names) == 0 {
+		t.Fatal("found no exported Err… variable in errors.go: has its form changed?")
+	}
+	for _, name := range names {
+		if !strings.Contains(section, "| `"+name+"` |") {
+			t.Errorf("README.md's error table (### Errors) has no row for %s", name)
+		}
+	}
+}
+
+// TestREADMELinksResolve: every link of README.md to a section (#anchor),
+// to a file of the repository, or to a section of one of its Markdown
+// files, finds its target, so that moving a section cannot leave the
+// contents list or a "see …" pointing nowhere.
+func TestREADMELinksResolve(t *testing.T) {
+	raw, _ := readme(t)
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	for _, m := range link.FindAllStringSubmatch(raw, -1) {
+		target := m[1]
+		if strings.Contains(target, "://") {
+			continue
+		}
+		file, anchor, _ := strings.Cut(target, "#")
+		text := raw
+		if file != "" {
+			b, err := os.ReadFile(filepath.FromSlash(file))
+			if err != nil {
+				t.Errorf("README.md links to %s: %v", target, err)
+				continue
+			}
+			text = string(b)
+		}
+		if anchor != "" && !slices.Contains(headingAnchors(text), anchor) {
+			t.Errorf("README.md links to %s, but %s has no heading with that anchor", target, cmp.Or(file, "README.md"))
+		}
+	}
+}
+
+// headingAnchors returns the anchors GitHub gives the Markdown headings of
+// text: lower case, punctuation dropped, spaces made hyphens, and -1, -2, …
+// after a repeated one. Fenced code blocks hold no headings.
+func headingAnchors(text string) []string {
+	var anchors []string
+	seen := map[string]int{}
+	fenced := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(line, "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		title := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		var b strings.Builder
+		for _, r := range strings.ToLower(title) {
+			switch {
+			case r == ' ':
+				b.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				b.WriteRune(r)
+			}
+		}
+		a := b.String()
+		if n := seen[a]; n > 0 {
+			seen[a]++
+			a += "-" + strconv.Itoa(n)
+		} else {
+			seen[a] = 1
+		}
+		anchors = append(anchors, a)
+	}
+	return anchors
 }

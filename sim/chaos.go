@@ -129,7 +129,7 @@ var chaosMenu = func() []chaosChoice {
 	return menu
 }()
 
-func (w *World) drawClient(t *rapid.T) *Client {
+func (w *World) drawClient(t *rapid.T) *engine {
 	return w.clients[rapid.IntRange(0, len(w.clients)-1).Draw(t, "client")]
 }
 

@@ -32,9 +32,13 @@ type ClientConfig struct {
 	Layout holdfast.Layout
 }
 
-// Client is the World's side of one simulated holdfast Client: the engine
-// its Locks run on.
-type Client struct {
+// engine is the World's side of one simulated holdfast Client: what its
+// Locks run on. Users see only the *holdfast.Client that NewClient returns.
+// Its exported methods are for holdfast's own use: package holdfast calls
+// them through its interfaces (clientkit.Engine; the composites' script
+// runner), which need exported names; the type itself stays unexported so
+// that they are not part of sim's API.
+type engine struct {
 	w           *World
 	id          string
 	instance    string // the random part of its owner fields, by creation order here
@@ -80,7 +84,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 	if cfg.WatchdogTimeout == 0 {
 		cfg.WatchdogTimeout = 3 * time.Second
 	}
-	c := &Client{w: w, id: cfg.ID, instance: "s" + strconv.Itoa(len(w.clients)+1), drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
+	c := &engine{w: w, id: cfg.ID, instance: "s" + strconv.Itoa(len(w.clients)+1), drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
 		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow, WaiterTimeout: cfg.WaiterTimeout}}
 	pub, err := clientkit.NewClient(holdfast.Config{
 		Clock:           w.clock,
@@ -100,22 +104,22 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 	return c.public
 }
 
-// Instance names the Client's owner fields apart from those of every other
+// Instance names the engine's owner fields apart from those of every other
 // Client of the World, whatever their IDs: a deterministic stand-in for the
 // random instance part of holdfast's owner fields, so that a run replays.
-func (c *Client) Instance() string { return c.instance }
+func (c *engine) Instance() string { return c.instance }
 
 // now is the client's own clock, drift included.
-func (c *Client) now() time.Time { return c.clockAt(c.w.now) }
+func (c *engine) now() time.Time { return c.clockAt(c.w.now) }
 
 // clockAt is the client's clock reading at World time t.
-func (c *Client) clockAt(t time.Time) time.Time {
+func (c *engine) clockAt(t time.Time) time.Time {
 	elapsed := t.Sub(Start)
 	return Start.Add(elapsed + time.Duration(float64(elapsed)*c.drift))
 }
 
 // Enqueue implements clientkit.Engine.
-func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle) (lockactor.Ref, error) {
+func (c *engine) Enqueue(name string, req lockactor.Request, h lockactor.Handle) (lockactor.Ref, error) {
 	if c.closed {
 		return lockactor.Ref{}, lockactor.ErrClosed
 	}
@@ -151,7 +155,7 @@ func (c *Client) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 }
 
 type ref struct {
-	c    *Client
+	c    *engine
 	name string
 }
 
@@ -199,7 +203,7 @@ func (r ref) Drive(ctx context.Context, done ...<-chan struct{}) {
 
 // names returns the names of the live machines, sorted: map order would
 // make runs irreproducible.
-func (c *Client) names() []string {
+func (c *engine) names() []string {
 	names := make([]string, 0, len(c.machines))
 	for name := range c.machines {
 		names = append(names, name)
@@ -209,14 +213,14 @@ func (c *Client) names() []string {
 }
 
 // Actors implements clientkit.Engine.
-func (c *Client) Actors() int { return len(c.machines) }
+func (c *engine) Actors() int { return len(c.machines) }
 
 // Close implements clientkit.Engine: it shuts every machine down and runs
 // the World until they are idle (at most a minute of virtual time: a
 // cleanup release that failed waits up to the machine's longest backoff,
 // a second, before it tries again), so it must be called from the goroutine
 // that drives the World.
-func (c *Client) Close(ctx context.Context) error {
+func (c *engine) Close(ctx context.Context) error {
 	if c.closed {
 		return nil
 	}
@@ -235,7 +239,7 @@ func (c *Client) Close(ctx context.Context) error {
 }
 
 // deliver runs one message through the machine of name, if it is alive.
-func (c *Client) deliver(name string, msg lockactor.Msg) {
+func (c *engine) deliver(name string, msg lockactor.Msg) {
 	if m := c.machines[name]; m != nil {
 		c.deliverTo(m, msg)
 	}
@@ -244,7 +248,7 @@ func (c *Client) deliver(name string, msg lockactor.Msg) {
 // deliverTo runs one message through machine m, unless m has ended (a
 // reply to a machine that went idle is dropped, as a message to a stopped
 // actor is), and carries out its effects.
-func (c *Client) deliverTo(m *machine, msg lockactor.Msg) {
+func (c *engine) deliverTo(m *machine, msg lockactor.Msg) {
 	if c.machines[m.name] != m {
 		return
 	}
@@ -282,7 +286,7 @@ func (c *Client) deliverTo(m *machine, msg lockactor.Msg) {
 // maybeSleep folds a quiet machine into its record, as the actor runtime
 // does after its idle linger: here at once, on a coin toss of the World's
 // seeded source, so that runs explore holds kept both ways.
-func (c *Client) maybeSleep(m *machine) {
+func (c *engine) maybeSleep(m *machine) {
 	if m.calls > 0 || m.subscribed || c.closed {
 		return
 	}
@@ -296,7 +300,7 @@ func (c *Client) maybeSleep(m *machine) {
 }
 
 // armDormant sets the sleeping record's timer for its Due time.
-func (c *Client) armDormant(m *machine) {
+func (c *engine) armDormant(m *machine) {
 	c.w.seq++
 	gen := c.w.seq
 	m.dormantGen = gen
@@ -317,7 +321,7 @@ func (c *Client) armDormant(m *machine) {
 }
 
 // wake rebuilds the machine from its record.
-func (c *Client) wake(m *machine) {
+func (c *engine) wake(m *machine) {
 	mm, effs := lockactor.Wake(m.name, c.machineCfg, m.dormant, nil)
 	m.m, m.dormant = mm, nil
 	for _, e := range effs {
@@ -325,7 +329,7 @@ func (c *Client) wake(m *machine) {
 	}
 }
 
-func (c *Client) apply(m *machine, e lockactor.Effect) {
+func (c *engine) apply(m *machine, e lockactor.Effect) {
 	w := c.w
 	name := m.name
 	switch e.Kind {
@@ -419,7 +423,7 @@ func (c *Client) apply(m *machine, e lockactor.Effect) {
 	}
 }
 
-func (c *Client) generation() int {
+func (c *engine) generation() int {
 	if c.execGen >= 0 {
 		return c.execGen
 	}
@@ -428,7 +432,7 @@ func (c *Client) generation() int {
 
 // worldTime converts a time on the client's clock to the first World time
 // at which the client's clock reads at least t.
-func (c *Client) worldTime(t time.Time) time.Time {
+func (c *engine) worldTime(t time.Time) time.Time {
 	elapsed := t.Sub(Start)
 	wt := Start.Add(time.Duration(float64(elapsed) / (1 + c.drift)))
 	for c.clockAt(wt).Before(t) {
@@ -464,7 +468,7 @@ func ints(r Reply) ([]int64, error) {
 }
 
 // subscriber returns the machine subscribed to channel, and its name.
-func (c *Client) subscriber(channel string) (*machine, string) {
+func (c *engine) subscriber(channel string) (*machine, string) {
 	for name, m := range c.machines {
 		if m.subscribed && m.channel == channel {
 			return m, name

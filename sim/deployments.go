@@ -33,7 +33,7 @@ type Deployment struct {
 // NewDeployment adds an independent deployment to the World.
 func (w *World) NewDeployment() *Deployment {
 	if w.bound == nil {
-		w.bound = make(map[*Client]*Deployment)
+		w.bound = make(map[*engine]*Deployment)
 	}
 	d := &Deployment{w: w, id: len(w.bound) + 1}
 	d.primary, d.replica = d.newNode(), d.newNode()
@@ -141,17 +141,17 @@ func (d *Deployment) replicate() {
 
 // route returns the node c's calls go to now, the data generation it is in,
 // and how to replicate a write made there.
-func (w *World) route(c *Client) (*node, int, func()) {
+func (w *World) route(c *engine) (*node, int, func()) {
 	if d := w.bound[c]; d != nil {
 		return d.primary, d.generation, d.replicate
 	}
 	return w.nodes[w.primary], w.generation, w.replicate
 }
 
-// Eval runs a script call for the Client's composite locks (the RedLock fence
+// Eval runs a script call for its Client's composite locks (the RedLock fence
 // call) through the World's network, as the lock scripts are, and calls done
 // with its integer reply inside the World's schedule.
-func (c *Client) Eval(script string, keys, args []string, done func(int64, error)) {
+func (c *engine) Eval(script string, keys, args []string, done func(int64, error)) {
 	c.w.external(func() {
 		c.w.send(c, script, keys, args, func(r Reply, f lockactor.Fault) {
 			if f != lockactor.NoFault {

@@ -1,5 +1,8 @@
 package sim_test
 
+// This file stands alone: copy it next to your own code, as a _test.go file,
+// and it compiles with nothing but holdfast, sim and rapid.
+
 import (
 	"context"
 	"testing"
@@ -35,8 +38,20 @@ type jobRunner struct {
 	job *holdfast.Lock
 }
 
+// closed reports, without waiting, whether ch (a Lock's Acquired or Lost)
+// is closed.
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// start asks for the job's lock unless a Lock of the runner is still on.
 func (r *jobRunner) start() {
-	if r.job == nil || lost(r.job) {
+	if r.job == nil || closed(r.job.Lost) {
 		r.job = r.c.Lock(context.Background(), "nightly-job", holdfast.WithWait(10*time.Second))
 	}
 }
@@ -44,7 +59,7 @@ func (r *jobRunner) start() {
 // write does the job's work. A paused or partitioned runner can believe it
 // holds a lock Redis has given to another runner: the token keeps it out.
 func (r *jobRunner) write() {
-	if r.job != nil && acquired(r.job) && !lost(r.job) {
+	if r.job != nil && closed(r.job.Acquired) && !closed(r.job.Lost) {
 		r.db.write(r.job.Token())
 	}
 }
@@ -57,7 +72,10 @@ func (r *jobRunner) finish() {
 	}
 }
 
-func (r *jobRunner) waiting() bool { return r.job != nil && !acquired(r.job) && !lost(r.job) }
+// waiting reports whether the runner's Lock is still pending.
+func (r *jobRunner) waiting() bool {
+	return r.job != nil && !closed(r.job.Acquired) && !closed(r.job.Lost)
+}
 
 // Two job runners guarded by one lock write to a fenced store while rapid
 // draws faults between their steps: the store never accepts a write older

@@ -1,23 +1,49 @@
-// Package sim is holdfast's deterministic simulator. A World holds virtual
-// time, simulated Redis nodes that run the production Lua scripts (a primary
-// with asynchronously replicated replicas, failover that loses the
-// unreplicated tail, restart without persistence), a network between clients
-// and nodes that delays, reorders, drops and partitions, and Clients — real
-// *holdfast.Client values with the public API of production — whose lock
-// machines (package lockactor, the same as production) run on a scheduler
-// inside the World.
+// Package sim tests your lock-using code against holdfast's real lock logic
+// in a deterministic world: virtual time, simulated Redis nodes, a faulty
+// network. A minute of lock life with failovers and pauses runs in
+// milliseconds, and a run is reproduced from its seed:
+//
+//	w := sim.New(sim.Config{Seed: 7})     // a simulated Redis, virtual time
+//	a := w.NewClient(sim.ClientConfig{})  // real *holdfast.Client values
+//	b := w.NewClient(sim.ClientConfig{})
+//	first := a.Lock(ctx, "job")
+//	first.Wait(ctx)                       // blocking calls drive the World
+//	w.Pause(a)                            // a GC pause: a's lease runs out
+//	second := b.Lock(ctx, "job", holdfast.WithWait(10*time.Second))
+//	second.Wait(ctx)                      // granted, Token 2 beside first's 1
+//	w.Resume(a)                           // a wakes believing it holds "job"...
+//	w.Advance(time.Millisecond)           // ...and first.Lost closes: ErrLeaseExpired
+//	err := w.Close()
+//
+// Inside rapid, w.Chaos(t) draws one fault per step and w.Settle() ends them
+// all, so that a test can check its invariants under every fault and its
+// liveness afterwards (Example_jobRunnerUnderPause and
+// TestJobRunnersUnderChaos in this package's tests stand alone; see
+// docs/simulation.md).
+//
+// A World holds virtual time, simulated Redis nodes that run the production
+// Lua scripts (a primary with asynchronously replicated replicas, failover
+// that loses the unreplicated tail, restart without persistence), a network
+// between clients and nodes that delays, reorders, drops and partitions, and
+// Clients — real *holdfast.Client values with the public API of production —
+// whose lock machines (package lockactor, the same as production) run on a
+// scheduler inside the World.
 //
 // Nothing happens by itself: every message, timer and network delivery is
-// processed inside World.Step, World.Advance or World.RunUntilIdle, on the
-// caller's goroutine, in an order drawn from the World's seed. The same seed
-// and the same calls give the same run, event for event.
+// processed inside World.Step, World.Advance or World.RunUntilIdle (and the
+// blocking calls of the public API, which run them), on the caller's
+// goroutine, in an order drawn from the World's seed. The same seed and the
+// same calls give the same run, event for event.
 //
 // # Testing your own code
 //
 // Create a World, make Clients with NewClient, run your lock-using code
 // against them (Lock returns at once; select on Acquired and Lost after
-// advancing the World), inject faults (Failover, Partition, Pause, Restart,
-// DropPubSub) and check your invariants. See docs/simulation.md.
+// advancing the World), inject faults (Failover, Partition, Pause,
+// RestartPrimary, DropPubSub, Steal) and check your invariants, with
+// History for what happened when. Several Deployments in one World
+// (NewDeployment) test RedLock and LockAll. Node and Reply are the simulated
+// Redis server itself, for inspection (Node.Do) and faults of your own.
 package sim
 
 import (
@@ -66,7 +92,7 @@ type World struct {
 	events  eventQueue
 	nodes   []*node
 	primary int
-	clients []*Client
+	clients []*engine
 	clock   *worldClock
 	calls   map[uint64]*call
 	history []Event
@@ -90,7 +116,7 @@ type World struct {
 	inbox   []func()
 
 	// bound maps the clients of extra deployments to them (deployments.go).
-	bound map[*Client]*Deployment
+	bound map[*engine]*Deployment
 }
 
 // external queues fn, from any goroutine, to run at the next Step.
@@ -172,7 +198,7 @@ type event struct {
 	fn  func()
 	// client is the client the event belongs to (nil for node events); a
 	// paused client's events wait until it resumes.
-	client *Client
+	client *engine
 }
 
 type eventQueue []*event
@@ -193,7 +219,7 @@ func (q *eventQueue) Pop() any {
 	return e
 }
 
-func (w *World) at(t time.Time, c *Client, fn func()) {
+func (w *World) at(t time.Time, c *engine, fn func()) {
 	w.seq++
 	heap.Push(&w.events, &event{at: t, seq: w.seq, fn: fn, client: c})
 }
@@ -282,13 +308,13 @@ type call struct {
 
 // send carries a script call from c to the primary and its reply back,
 // through the network, with the client's call timeout.
-func (w *World) send(c *Client, src string, keys, args []string, reply func(Reply, lockactor.Fault)) {
+func (w *World) send(c *engine, src string, keys, args []string, reply func(Reply, lockactor.Fault)) {
 	w.sendWatching(c, src, keys, args, keys[0], reply)
 }
 
 // sendWatching is send, with the reply's execExpiry read from key: the key
 // whose TTL bounds the hold the call serves.
-func (w *World) sendWatching(c *Client, src string, keys, args []string, key string, reply func(Reply, lockactor.Fault)) {
+func (w *World) sendWatching(c *engine, src string, keys, args []string, key string, reply func(Reply, lockactor.Fault)) {
 	w.seq++
 	id := w.seq
 	cl := &call{reply: reply}
@@ -465,7 +491,7 @@ func (w *World) record(e Event) {
 // History returns every grant and end of a Lock so far, in order.
 func (w *World) History() []Event { return w.history }
 
-func (w *World) client(c *holdfast.Client) *Client {
+func (w *World) client(c *holdfast.Client) *engine {
 	for _, sc := range w.clients {
 		if sc.public == c {
 			return sc

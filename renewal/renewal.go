@@ -61,8 +61,16 @@ type Config struct {
 	After func(d time.Duration, fn func())
 	Exec  Exec // required
 	// Group names the batch group of a key; keys of different groups never
-	// share a call. Nil puts every key in one group (standalone Redis).
+	// share a call. Nil puts every key in one group (standalone Redis). On
+	// a cluster the group is the node that serves the key's slot, as the
+	// runtime last read the slot map: a call then spans slots, and the
+	// runtime sends again, by slot, each key its node did not serve.
 	Group func(key string) uint16
+	// Prepare, when set, is called with the round's context before each
+	// round's items are grouped, on the goroutine that sends them: a
+	// cluster's runtime reads its slot map there when it has none or it is
+	// stale, so that Group places the round's keys on their nodes.
+	Prepare func(ctx context.Context)
 	// MaxBatch is the most keys in one call. Default 100.
 	MaxBatch int
 	// ExecMulti, when set together with Group, sends the calls of many
@@ -140,7 +148,7 @@ func (b *Batcher) AddAll(items []Item) {
 	}
 }
 
-// flush sends every pending item, grouped and cut into batches.
+// flush hands every pending item to a goroutine that sends the round.
 func (b *Batcher) flush() {
 	b.mu.Lock()
 	items := b.pending
@@ -151,6 +159,20 @@ func (b *Batcher) flush() {
 			it.Done(time.Time{}, false, ErrClosed)
 		}
 		return
+	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go b.round(items)
+}
+
+// round sends items, grouped and cut into batches: the grouping runs here,
+// off the timer wheel's goroutine, as it may wait for Prepare.
+func (b *Batcher) round(items []Item) {
+	defer b.wg.Done()
+	if b.cfg.Prepare != nil && b.cfg.Group != nil {
+		ctx, cancel := b.callContext()
+		b.cfg.Prepare(ctx)
+		cancel()
 	}
 	groups := b.group(items)
 	var multi [][]Item
@@ -175,7 +197,6 @@ func (b *Batcher) flush() {
 		b.wg.Add(1)
 		go b.sendMulti(multi)
 	}
-	b.mu.Unlock()
 }
 
 // group sorts items into the groups no call may span. Without Group, items

@@ -30,7 +30,7 @@ const (
 
 // scriptCalls sums the EVALSHA and EVAL calls a server counted since its
 // last CONFIG RESETSTAT.
-func scriptCalls(b *testing.B, do func(args ...string) (rueidis.RedisMessage, error)) int64 {
+func scriptCalls(b testing.TB, do func(args ...string) (rueidis.RedisMessage, error)) int64 {
 	msg, err := do("INFO", "commandstats")
 	if err != nil {
 		b.Fatalf("INFO commandstats: %v", err)

@@ -1,8 +1,9 @@
 // Package renewal is holdfast's watchdog transport: it gathers the lease
 // renewals that lock actors ask for within one tick of the timer wheel and
 // sends them to Redis in batches, one renew-script call per group of up to
-// MaxBatch keys that may share a call (the same cluster slot, or any keys on a
-// standalone server), instead of one call per lock.
+// MaxBatch keys that may share a call (any keys on a standalone server; on a
+// cluster, the keys one master serves, whatever their slots), instead of one
+// call per lock.
 //
 // # Concurrency
 //
@@ -74,10 +75,8 @@ type Config struct {
 	// MaxBatch is the most keys in one call. Default 100.
 	MaxBatch int
 	// ExecMulti, when set together with Group, sends the calls of many
-	// groups together, up to MaxCalls at a time: on a cluster, where no
-	// call may span slots and held locks spread over many slots, a tick's
-	// renewals then cost a few pipelines per node instead of a goroutine
-	// and a call's wait per slot.
+	// groups together, up to MaxCalls at a time: on a cluster, a round's
+	// calls to every master at once, one pipeline per master.
 	ExecMulti ExecMulti
 	// MaxCalls bounds the calls of one ExecMulti. Default 256.
 	MaxCalls int
@@ -220,7 +219,7 @@ func (b *Batcher) group(items []Item) map[batchGroup][]Item {
 	for _, it := range items {
 		g := batchGroup{script: it.Script}
 		if b.cfg.Group != nil {
-			g.slot = b.cfg.Group(it.Key)
+			g.group = b.cfg.Group(it.Key)
 		}
 		groups[g] = append(groups[g], it)
 	}
@@ -306,10 +305,10 @@ func report(batch []Item, sent time.Time, renewed []bool, err error) {
 }
 
 // batchGroup is what the items of one call share: the script, and the
-// cluster slot when keys are grouped.
+// group (a cluster's master, see Config.Group) when keys are grouped.
 type batchGroup struct {
 	script *scripts.Script
-	slot   uint16
+	group  uint16
 }
 
 // Close refuses new items, fails the ones not yet sent with ErrClosed, and

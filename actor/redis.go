@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -90,6 +91,7 @@ func intsInto(dst []int64, msg rueidis.RedisMessage) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	dst = slices.Grow(dst, len(arr))
 	for _, v := range arr {
 		n, err := v.AsInt64()
 		if rueidis.IsRedisNil(err) {

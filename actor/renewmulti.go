@@ -143,8 +143,12 @@ func (r *Rueidis) renewByNode(ctx context.Context, calls []scripts.Call, synced 
 		}
 		out[i] = make([]bool, len(c.Keys))
 	}
+	if r.client.Mode() != rueidis.ClientModeCluster {
+		r.whole(ctx, calls, out, errs, synced)
+		return out, errs
+	}
 	var routes *slotRoutes
-	if r.client.Mode() == rueidis.ClientModeCluster && !r.routes.off.Load() {
+	if !r.routes.off.Load() {
 		routes = r.routes.current(ctx, r.client)
 	}
 	if routes == nil {
@@ -322,6 +326,70 @@ func (r *Rueidis) runNode(ctx context.Context, n *nodeCalls, calls []scripts.Cal
 // from then on.
 func crossSlotUnsupported(msg string) bool {
 	return strings.Contains(msg, "Error compiling script") || strings.Contains(msg, "shebang")
+}
+
+// whole runs calls as they are, on a standalone server or through
+// Sentinel: in one DoMulti, or with sync each call's own script-and-WAIT
+// pair.
+func (r *Rueidis) whole(ctx context.Context, calls []scripts.Call, out [][]bool, errs []error, synced *Synced) {
+	if synced != nil {
+		r.eachSynced(ctx, calls, out, errs, synced)
+		return
+	}
+	send := make([]scripts.Call, 0, len(calls))
+	idx := make([]int, 0, len(calls))
+	for i, c := range calls {
+		if errs[i] == nil {
+			send = append(send, c)
+			idx = append(idx, i)
+		}
+	}
+	for j, res := range r.evalMulti(ctx, send) {
+		i := idx[j]
+		var vals []int64
+		msg, err := res.ToMessage()
+		if err == nil {
+			vals, err = intsInto(make([]int64, 0, len(calls[i].Keys)), msg)
+		}
+		if err == nil && len(vals) != len(calls[i].Keys) {
+			err = errors.New("holdfast: reply length differs from batch length")
+		}
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		for k, v := range vals {
+			out[i][k] = v == 1
+		}
+	}
+}
+
+// eachSynced runs each of calls as its own script-and-WAIT pair, a few
+// at a time, and puts the outcomes in out and errs.
+func (r *Rueidis) eachSynced(ctx context.Context, calls []scripts.Call, out [][]bool, errs []error, synced *Synced) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxSyncBySlot)
+	for i, c := range calls {
+		if errs[i] != nil {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			got, err := synced.Renew(ctx, c.Script, c.Keys, c.Args)
+			if err == nil && len(got) != len(c.Keys) {
+				err = errors.New("holdfast: reply length differs from batch length")
+			}
+			if err != nil {
+				errs[i] = err
+			} else {
+				copy(out[i], got)
+			}
+			<-sem
+		}()
+	}
+	wg.Wait()
 }
 
 // bySlot runs the keys refs of calls again, one call per script and slot,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +30,11 @@ func TestExecMultiSendsManyGroupsTogether(t *testing.T) {
 		},
 		ExecMulti: func(ctx context.Context, calls []scripts.Call) ([][]bool, []error) {
 			mu.Lock()
-			multis = append(multis, calls)
+			kept := make([]scripts.Call, len(calls)) // calls are the round's until ExecMulti returns
+			for i, c := range calls {
+				kept[i] = scripts.Call{Script: c.Script, Keys: slices.Clone(c.Keys), Args: slices.Clone(c.Args)}
+			}
+			multis = append(multis, kept)
 			mu.Unlock()
 			out := make([][]bool, len(calls))
 			errs := make([]error, len(calls))

@@ -49,8 +49,10 @@ func New(cfg Config) (*Client, error) {
 	}
 	rue := actor.NewRueidis(cfg.Redis)
 	var base actor.Redis = rue
+	renewMulti := rue.RenewMulti
 	if cfg.SyncReplicas > 0 {
-		base = actor.NewSynced(rue, cfg.SyncReplicas, cfg.SyncTimeout)
+		synced := actor.NewSynced(rue, cfg.SyncReplicas, cfg.SyncTimeout)
+		base, renewMulti = synced, synced.RenewMulti
 	}
 	redis := obs.Redis(base)
 	renewExec := redis.Renew
@@ -65,12 +67,15 @@ func New(cfg Config) (*Client, error) {
 		Group:   redis.Group(),
 		Context: renewCtx,
 		Timeout: cfg.CallTimeout,
+		// On a cluster, a round's renewals go out one call per node (and
+		// batch), each node's calls in one pipeline, with its WAIT under
+		// SyncReplicas.
+		ExecMulti: redis.RenewMulti(renewMulti),
+		Prepare:   rue.PrepareRenewals,
 	}
 	var callMany actor.CallMany
 	if cfg.SyncReplicas == 0 {
-		// Without WAIT, the calls of many slots share per-node pipelines,
-		// and the actors' calls that queue up go out together.
-		rcfg.ExecMulti = redis.RenewMulti(rue.RenewMulti)
+		// Without WAIT, the actors' calls that queue up go out together.
 		callMany = redis.CallMany(rue.CallMany)
 	}
 	renew := renewal.New(rcfg)

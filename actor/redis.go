@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -34,6 +35,9 @@ type Rueidis struct {
 	client rueidis.Client
 	lua    map[*scripts.Script]*rueidis.Lua
 	shas   sync.Map // *scripts.Script -> SHA1 of its source (RenewMulti, Synced)
+	// crosses and routes send a cluster's renewals per node (renewByNode).
+	crosses sync.Map // *scripts.Script -> *crossScript
+	routes  nodeRoutes
 }
 
 // NewRueidis returns the scripts bound to client. On a cluster it runs
@@ -87,6 +91,7 @@ func intsInto(dst []int64, msg rueidis.RedisMessage) ([]int64, error) {
 	if err != nil {
 		return nil, err
 	}
+	dst = slices.Grow(dst, len(arr))
 	for _, v := range arr {
 		n, err := v.AsInt64()
 		if rueidis.IsRedisNil(err) {
@@ -114,12 +119,14 @@ func (r *Rueidis) Renew(ctx context.Context, s *scripts.Script, keys, args []str
 }
 
 // Group implements Redis: one group on a standalone server or through
-// Sentinel, the key's slot on a cluster.
+// Sentinel; on a cluster, the master serving the key's slot as the slot
+// map last read says (the key's slot until it is first read): the renewals
+// of one node share calls (RenewMulti).
 func (r *Rueidis) Group() func(string) uint16 {
 	if r.client.Mode() != rueidis.ClientModeCluster {
 		return nil
 	}
-	return Slot
+	return r.routes.group
 }
 
 // Classify implements Redis. A Redis error reply means the script was

@@ -1,6 +1,7 @@
 package actor
 
 import (
+	"sync"
 	"time"
 
 	protoactor "github.com/asynkron/protoactor-go/actor"
@@ -51,9 +52,17 @@ func (s *System) napLocked(sl *sleeper) {
 	b, ok := s.naps[k]
 	if !ok {
 		s.cfg.Wheel.Schedule(due, func() { s.napFired(k) })
+		if n := len(s.napFree); n > 0 {
+			b, s.napFree = s.napFree[n-1], s.napFree[:n-1]
+		}
 	}
 	s.naps[k] = append(b, sl)
 }
+
+// maxNapFree bounds the fired buckets kept for new ones (napFree): a
+// watchdog's holds refile, a lease third later, into about as many
+// buckets as they fired from.
+const maxNapFree = 8
 
 // wakeLocked returns the pid of e's actor, spawning the incarnation that
 // will claim e's record if e sleeps. s.mu is held.
@@ -138,9 +147,10 @@ func (s *System) napFired(k int64) {
 	}
 	var (
 		// renews are built here, under s.mu, as the Items the Renewer
-		// takes (about a quarter of an Effect's size): a bucket may hold thousands
-		// of records, and the slice lives until they are handed over.
-		renews []renewal.Item
+		// takes (about a quarter of an Effect's size): a bucket may hold
+		// thousands of records. The slice is reused from one firing to
+		// the next (AddAll keeps no item).
+		renews = renewBufs.Get().(*[]renewal.Item)
 		wakes  []wake
 	)
 	s.mu.Lock()
@@ -164,15 +174,25 @@ func (s *System) napFired(k int64) {
 		}
 		s.napLocked(sl)
 		if eff.Kind == lockactor.EffRenew {
-			renews = append(renews, renewal.Item{Script: eff.Script, Key: eff.Key, Field: eff.Field, Lease: eff.Lease, Token: eff.Token, Done: sl.renewDone})
+			*renews = append(*renews, renewal.Item{Script: eff.Script, Key: eff.Key, Field: eff.Field, Lease: eff.Lease, Token: eff.Token, Done: sl.renewDone})
 		}
+	}
+	if len(s.napFree) < maxNapFree {
+		clear(b)
+		s.napFree = append(s.napFree, b[:0])
 	}
 	s.mu.Unlock()
 	for _, w := range wakes {
 		s.root.Send(w.pid, w.l)
 	}
-	s.cfg.Renewer.AddAll(renews)
+	s.cfg.Renewer.AddAll(*renews)
+	clear(*renews)
+	*renews = (*renews)[:0]
+	renewBufs.Put(renews)
 }
+
+// renewBufs holds the slices napFired builds its renewals in.
+var renewBufs = sync.Pool{New: func() any { return new([]renewal.Item) }}
 
 // renewDone is the Done of a renewal the record sent (Fire); the record's
 // generation is the renewal's Op.

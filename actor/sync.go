@@ -164,6 +164,11 @@ func redirect(err error) (addr string, ask, ok bool) {
 	return addr, true, ok
 }
 
+// waitCmd is the WAIT that follows a synced call.
+func (s *Synced) waitCmd() rueidis.Completed {
+	return s.client.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
+}
+
 // multiDoer is a rueidis client, dedicated client or node client: where a
 // pair is sent.
 type multiDoer interface {
@@ -177,7 +182,7 @@ type multiDoer interface {
 func (s *Synced) pair(ctx context.Context, to multiDoer, c scripts.Call, ask bool) (rueidis.RedisMessage, int64, error) {
 	rc := s.client
 	cmds := func(script rueidis.Completed) []rueidis.Completed {
-		wait := rc.B().Wait().Numreplicas(s.replicas).Timeout(max(1, s.timeout.Milliseconds())).Build()
+		wait := s.waitCmd()
 		if ask {
 			return []rueidis.Completed{rc.B().Asking().Build(), script, wait}
 		}

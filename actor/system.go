@@ -89,9 +89,11 @@ type System struct {
 	asleep int // entries asleep
 	// naps are the buckets of sleeping records by the wheel tick they
 	// are due in (sleep.go).
-	naps   map[int64][]*sleeper
-	closed bool
-	empty  chan struct{} // closed when actors becomes empty after Close began
+	naps map[int64][]*sleeper
+	// napFree are fired buckets' slices, emptied, for new buckets.
+	napFree [][]*sleeper
+	closed  bool
+	empty   chan struct{} // closed when actors becomes empty after Close began
 }
 
 // entry is a lock name in the registry: a live actor, or a record asleep

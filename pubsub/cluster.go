@@ -19,8 +19,11 @@ import (
 // a connection reported it stale (a refused subscription, an unasked
 // SUNSUBSCRIBE, a broken connection).
 
-// slotMap is the master address serving each slot, "" where none does.
-type slotMap [16384]string
+// SlotMap is the master address serving each slot, "" where none does.
+type SlotMap [16384]string
+
+// slotMap is the router's name for it.
+type slotMap = SlotMap
 
 // route runs the router until Close.
 func (m *Manager) route() {
@@ -131,7 +134,14 @@ func (m *Manager) placeAll(slots *slotMap, nodes map[string]rueidis.Client) (mis
 func (m *Manager) readSlots() (*slotMap, error) {
 	ctx, cancel := context.WithTimeout(m.ctx, 5*time.Second)
 	defer cancel()
-	shards, err := m.cfg.Redis.Do(ctx, m.cfg.Redis.B().ClusterShards().Build()).ToArray()
+	return ReadSlots(ctx, m.cfg.Redis)
+}
+
+// ReadSlots asks the cluster rc is a client of (CLUSTER SHARDS) which
+// master serves each slot, by the address rc.Nodes names it with. The
+// renewal batcher reads it too, to send the renewals of a node together.
+func ReadSlots(ctx context.Context, rc rueidis.Client) (*SlotMap, error) {
+	shards, err := rc.Do(ctx, rc.B().ClusterShards().Build()).ToArray()
 	if err != nil {
 		return nil, err
 	}

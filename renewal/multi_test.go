@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -29,7 +30,11 @@ func TestExecMultiSendsManyGroupsTogether(t *testing.T) {
 		},
 		ExecMulti: func(ctx context.Context, calls []scripts.Call) ([][]bool, []error) {
 			mu.Lock()
-			multis = append(multis, calls)
+			kept := make([]scripts.Call, len(calls)) // calls are the round's until ExecMulti returns
+			for i, c := range calls {
+				kept[i] = scripts.Call{Script: c.Script, Keys: slices.Clone(c.Keys), Args: slices.Clone(c.Args)}
+			}
+			multis = append(multis, kept)
 			mu.Unlock()
 			out := make([][]bool, len(calls))
 			errs := make([]error, len(calls))
@@ -103,4 +108,48 @@ func sameCall(multis [][]scripts.Call, a, b string) bool {
 		}
 	}
 	return false
+}
+
+// TestPrepareRunsBeforeEachRoundIsGrouped: Prepare runs once per round,
+// before its keys are grouped, so the groups follow what it learned (a
+// cluster's slot map read for the first time or again).
+func TestPrepareRunsBeforeEachRoundIsGrouped(t *testing.T) {
+	f := &fakeRedis{gone: map[string]bool{}}
+	var flushes []func()
+	var mu sync.Mutex
+	prepared := 0
+	var groupedAfter []int // prepared, as Group saw it
+	b := New(Config{
+		Clock:   clock.NewMock(),
+		After:   func(_ time.Duration, fn func()) { flushes = append(flushes, fn) },
+		Exec:    f.exec,
+		Prepare: func(context.Context) { mu.Lock(); prepared++; mu.Unlock() },
+		Group: func(string) uint16 {
+			mu.Lock()
+			defer mu.Unlock()
+			groupedAfter = append(groupedAfter, prepared)
+			return uint16(prepared)
+		},
+	})
+	defer b.Close()
+	results := map[string]outcome{}
+	var rmu sync.Mutex
+	var wg sync.WaitGroup
+	for round := range 2 {
+		for k := range 3 {
+			add(b, fmt.Sprintf("r%d:%d", round, k), results, &rmu, &wg)
+		}
+		flushes[round]()
+		wg.Wait()
+	}
+	if prepared != 2 {
+		t.Fatalf("Prepare ran %d times for 2 rounds", prepared)
+	}
+	want := []int{1, 1, 1, 2, 2, 2}
+	if fmt.Sprint(groupedAfter) != fmt.Sprint(want) {
+		t.Fatalf("Group saw Prepare's count %v, want %v", groupedAfter, want)
+	}
+	if len(f.batches) != 2 {
+		t.Fatalf("%d calls for 2 rounds of one group each: %v", len(f.batches), f.batches)
+	}
 }

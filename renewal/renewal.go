@@ -1,8 +1,9 @@
 // Package renewal is holdfast's watchdog transport: it gathers the lease
 // renewals that lock actors ask for within one tick of the timer wheel and
 // sends them to Redis in batches, one renew-script call per group of up to
-// MaxBatch keys that may share a call (the same cluster slot, or any keys on a
-// standalone server), instead of one call per lock.
+// MaxBatch keys that may share a call (any keys on a standalone server; on a
+// cluster, the keys one master serves, whatever their slots), instead of one
+// call per lock.
 //
 // # Concurrency
 //
@@ -46,11 +47,13 @@ type Item struct {
 }
 
 // Exec runs script on keys with args (field, lease-ms pairs) and returns
-// one result per key: true when renewed.
+// one result per key: true when renewed. keys and args are the Batcher's
+// again once it returns: it must not keep them.
 type Exec func(ctx context.Context, script *scripts.Script, keys, args []string) ([]bool, error)
 
 // ExecMulti runs several batch calls at once — on a Redis Cluster one
-// pipeline per node — and returns one outcome per call, as Exec would.
+// pipeline per node — and returns one outcome per call, as Exec would. Like
+// Exec, it must not keep the calls' keys and args once it returns.
 type ExecMulti func(ctx context.Context, calls []scripts.Call) ([][]bool, []error)
 
 // Config configures a Batcher.
@@ -61,15 +64,22 @@ type Config struct {
 	After func(d time.Duration, fn func())
 	Exec  Exec // required
 	// Group names the batch group of a key; keys of different groups never
-	// share a call. Nil puts every key in one group (standalone Redis).
+	// share a call. Nil puts every key in one group (standalone Redis). On
+	// a cluster the group is the node that serves the key's slot, as the
+	// runtime last read the slot map: a call then spans slots, and the
+	// runtime sends again, by slot, each key its node did not serve.
 	Group func(key string) uint16
+	// Prepare, when set, is called with the round's context before each
+	// round's items are grouped, on the goroutine that sends them: a
+	// cluster's runtime reads its slot map there when it has none or it is
+	// stale, so that Group places the round's keys on their nodes.
+	Prepare func(ctx context.Context)
 	// MaxBatch is the most keys in one call. Default 100.
 	MaxBatch int
-	// ExecMulti, when set together with Group, sends the calls of many
-	// groups together, up to MaxCalls at a time: on a cluster, where no
-	// call may span slots and held locks spread over many slots, a tick's
-	// renewals then cost a few pipelines per node instead of a goroutine
-	// and a call's wait per slot.
+	// ExecMulti, when set, sends the calls of a round together, up to
+	// MaxCalls at a time, in place of Exec: one pipeline (per master on a
+	// cluster) and one goroutine handing out the outcomes, rather than a
+	// goroutine per call whose outcomes contend for the runtime's locks.
 	ExecMulti ExecMulti
 	// MaxCalls bounds the calls of one ExecMulti. Default 256.
 	MaxCalls int
@@ -93,6 +103,10 @@ type Batcher struct {
 	pending  []Item
 	flushing bool
 	closed   bool
+	// spareItems and spareBuf are a finished round's slices, for the next
+	// round to fill (see round).
+	spareItems []Item
+	spareBuf   *roundBuffer
 }
 
 // New returns a Batcher. It starts no goroutine until a batch is sent.
@@ -131,6 +145,9 @@ func (b *Batcher) AddAll(items []Item) {
 		}
 		return
 	}
+	if b.pending == nil {
+		b.pending, b.spareItems = b.spareItems, nil
+	}
 	b.pending = append(b.pending, items...)
 	schedule := !b.flushing
 	b.flushing = true
@@ -140,7 +157,7 @@ func (b *Batcher) AddAll(items []Item) {
 	}
 }
 
-// flush sends every pending item, grouped and cut into batches.
+// flush hands every pending item to a goroutine that sends the round.
 func (b *Batcher) flush() {
 	b.mu.Lock()
 	items := b.pending
@@ -152,30 +169,107 @@ func (b *Batcher) flush() {
 		}
 		return
 	}
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go b.round(items)
+}
+
+// round sends items, grouped and cut into batches, and waits for every
+// call: the grouping runs here, off the timer wheel's goroutine, as it may
+// wait for Prepare. The round's calls share one context (bounded by
+// Timeout: they leave together) and one backing array of keys and args,
+// and the round's slices are kept for the next round: a tick renewing
+// thousands of holds allocates next to nothing.
+func (b *Batcher) round(items []Item) {
+	defer b.wg.Done()
+	if b.cfg.Prepare != nil && b.cfg.Group != nil {
+		ctx, cancel := b.callContext()
+		b.cfg.Prepare(ctx)
+		cancel()
+	}
 	groups := b.group(items)
+	buf := b.takeBuffer(len(items))
+	ctx, cancel := b.callContext()
+	var wg sync.WaitGroup
 	var multi [][]Item
 	for _, group := range groups {
 		for len(group) > 0 {
 			n := min(len(group), b.cfg.MaxBatch)
 			batch := group[:n:n]
 			group = group[n:]
-			if b.cfg.ExecMulti == nil || b.cfg.Group == nil {
-				b.wg.Add(1)
-				go b.send(batch)
+			if b.cfg.ExecMulti == nil {
+				wg.Add(1)
+				go b.send(ctx, &wg, batch, buf.call(batch))
 				continue
 			}
 			if multi = append(multi, batch); len(multi) == b.cfg.MaxCalls {
-				b.wg.Add(1)
-				go b.sendMulti(multi)
+				wg.Add(1)
+				go b.sendMulti(ctx, &wg, multi, buf.calls(multi))
 				multi = nil
 			}
 		}
 	}
 	if len(multi) > 0 {
-		b.wg.Add(1)
-		go b.sendMulti(multi)
+		wg.Add(1)
+		go b.sendMulti(ctx, &wg, multi, buf.calls(multi))
 	}
+	wg.Wait()
+	cancel()
+	b.keep(items, buf)
+}
+
+// roundBuffer holds the keys and args of a round's calls.
+type roundBuffer struct {
+	keys, args []string
+}
+
+// takeBuffer returns the spare buffer, emptied, with room for n items.
+func (b *Batcher) takeBuffer(n int) *roundBuffer {
+	b.mu.Lock()
+	buf := b.spareBuf
+	b.spareBuf = nil
 	b.mu.Unlock()
+	if buf == nil {
+		buf = new(roundBuffer)
+	}
+	if cap(buf.keys) < n {
+		buf.keys = make([]string, 0, n)
+		buf.args = make([]string, 0, 2*n)
+	}
+	buf.keys, buf.args = buf.keys[:0], buf.args[:0]
+	return buf
+}
+
+// keep makes a finished round's slices the spare ones, cleared so they
+// hold on to no item's closure or key.
+func (b *Batcher) keep(items []Item, buf *roundBuffer) {
+	clear(items)
+	clear(buf.keys)
+	clear(buf.args[:cap(buf.args)])
+	b.mu.Lock()
+	if cap(items) > cap(b.spareItems) {
+		b.spareItems = items[:0]
+	}
+	b.spareBuf = buf
+	b.mu.Unlock()
+}
+
+// call builds the batch call of batch in buf.
+func (buf *roundBuffer) call(batch []Item) scripts.Call {
+	k0, a0 := len(buf.keys), len(buf.args)
+	for _, it := range batch {
+		buf.keys = append(buf.keys, it.Key)
+		buf.args = append(buf.args, it.Field, scripts.Millis(it.Lease))
+	}
+	return scripts.Call{Script: batch[0].Script, Keys: buf.keys[k0:len(buf.keys):len(buf.keys)], Args: buf.args[a0:len(buf.args):len(buf.args)]}
+}
+
+func (buf *roundBuffer) calls(batches [][]Item) []scripts.Call {
+	calls := make([]scripts.Call, len(batches))
+	for i, batch := range batches {
+		calls[i] = buf.call(batch)
+	}
+	return calls
 }
 
 // group sorts items into the groups no call may span. Without Group, items
@@ -199,25 +293,14 @@ func (b *Batcher) group(items []Item) map[batchGroup][]Item {
 	for _, it := range items {
 		g := batchGroup{script: it.Script}
 		if b.cfg.Group != nil {
-			g.slot = b.cfg.Group(it.Key)
+			g.group = b.cfg.Group(it.Key)
 		}
 		groups[g] = append(groups[g], it)
 	}
 	return groups
 }
 
-// call builds the batch call of batch.
-func call(batch []Item) scripts.Call {
-	keys := make([]string, len(batch))
-	args := make([]string, 0, 2*len(batch))
-	for i, it := range batch {
-		keys[i] = it.Key
-		args = append(args, it.Field, scripts.Millis(it.Lease))
-	}
-	return scripts.Call{Script: batch[0].Script, Keys: keys, Args: args}
-}
-
-// callContext bounds one send by Timeout.
+// callContext bounds the calls of one round by Timeout.
 func (b *Batcher) callContext() (context.Context, context.CancelFunc) {
 	if b.cfg.Timeout > 0 {
 		return b.cfg.Clock.WithTimeout(b.cfg.Context, b.cfg.Timeout)
@@ -225,26 +308,17 @@ func (b *Batcher) callContext() (context.Context, context.CancelFunc) {
 	return b.cfg.Context, func() {}
 }
 
-func (b *Batcher) send(batch []Item) {
-	defer b.wg.Done()
-	c := call(batch)
+func (b *Batcher) send(ctx context.Context, wg *sync.WaitGroup, batch []Item, c scripts.Call) {
+	defer wg.Done()
 	sent := b.cfg.Clock.Now()
-	ctx, cancel := b.callContext()
-	defer cancel()
 	ctx = context.WithValue(ctx, batchesKey{}, [][]Item{batch})
 	renewed, err := b.cfg.Exec(ctx, c.Script, c.Keys, c.Args)
 	report(batch, sent, renewed, err)
 }
 
-func (b *Batcher) sendMulti(batches [][]Item) {
-	defer b.wg.Done()
-	calls := make([]scripts.Call, len(batches))
-	for i, batch := range batches {
-		calls[i] = call(batch)
-	}
+func (b *Batcher) sendMulti(ctx context.Context, wg *sync.WaitGroup, batches [][]Item, calls []scripts.Call) {
+	defer wg.Done()
 	sent := b.cfg.Clock.Now()
-	ctx, cancel := b.callContext()
-	defer cancel()
 	ctx = context.WithValue(ctx, batchesKey{}, batches)
 	renewed, errs := b.cfg.ExecMulti(ctx, calls)
 	for i, batch := range batches {
@@ -285,10 +359,10 @@ func report(batch []Item, sent time.Time, renewed []bool, err error) {
 }
 
 // batchGroup is what the items of one call share: the script, and the
-// cluster slot when keys are grouped.
+// group (a cluster's master, see Config.Group) when keys are grouped.
 type batchGroup struct {
 	script *scripts.Script
-	slot   uint16
+	group  uint16
 }
 
 // Close refuses new items, fails the ones not yet sent with ErrClosed, and

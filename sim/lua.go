@@ -91,7 +91,14 @@ func (e *luaEngine) compile(src string) (string, error) {
 	if e.protos[sha] != nil {
 		return sha, nil
 	}
-	fn, err := e.L.LoadString(src)
+	// Redis reads a first line "#!lua flags=..." as the script's flags,
+	// not as Lua; the flags change nothing the simulator models, so the
+	// line becomes a comment (which keeps the line numbers of errors).
+	body := src
+	if strings.HasPrefix(body, "#!") {
+		body = "--" + body
+	}
+	fn, err := e.L.LoadString(body)
 	if err != nil {
 		return "", err
 	}

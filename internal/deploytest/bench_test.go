@@ -3,6 +3,8 @@ package deploytest
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -25,12 +27,23 @@ import (
 const (
 	renewHeld     = 10_000
 	renewWatchdog = 3 * time.Second // renewed every second
-	renewWindow   = 3 * time.Second
 )
+
+// renewWindow is the quiet hold window the renewal benchmarks measure: 3s,
+// or HOLDFAST_RENEW_WINDOW (e.g. 20s, for a steadier client CPU figure).
+// HOLDFAST_RENEW_PROFILE names a file to write a CPU profile of the window
+// alone to (the acquisitions before it left out); HOLDFAST_RENEW_MEMPROFILE
+// one for heap profiles (see heapProfile).
+var renewWindow = func() time.Duration {
+	if d, err := time.ParseDuration(os.Getenv("HOLDFAST_RENEW_WINDOW")); err == nil && d > 0 {
+		return d
+	}
+	return 3 * time.Second
+}()
 
 // scriptCalls sums the EVALSHA and EVAL calls a server counted since its
 // last CONFIG RESETSTAT.
-func scriptCalls(b *testing.B, do func(args ...string) (rueidis.RedisMessage, error)) int64 {
+func scriptCalls(b testing.TB, do func(args ...string) (rueidis.RedisMessage, error)) int64 {
 	msg, err := do("INFO", "commandstats")
 	if err != nil {
 		b.Fatalf("INFO commandstats: %v", err)
@@ -72,9 +85,24 @@ func benchRenewal(b *testing.B, rc rueidis.Client, servers []func(args ...string
 		}
 	}
 	b.ResetTimer()
+	if path := os.Getenv("HOLDFAST_RENEW_PROFILE"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			b.Fatal(err)
+		}
+	}
+	heapProfile(b, ".0")
 	cpu0 := cpuTime()
 	time.Sleep(renewWindow)
 	cpu := cpuTime() - cpu0
+	heapProfile(b, ".1")
+	if os.Getenv("HOLDFAST_RENEW_PROFILE") != "" {
+		pprof.StopCPUProfile()
+	}
 	b.StopTimer()
 	var calls int64
 	for _, do := range servers {
@@ -87,6 +115,25 @@ func benchRenewal(b *testing.B, rc rueidis.Client, servers []func(args ...string
 	b.ReportMetric(float64(calls)/renewWindow.Seconds(), "calls/s")
 	b.ReportMetric(renewals/float64(calls), "locks/call")
 	b.ReportMetric(100*cpu.Seconds()/renewWindow.Seconds(), "client-cpu-%")
+}
+
+// heapProfile writes a heap profile to HOLDFAST_RENEW_MEMPROFILE plus
+// suffix, when set: the allocations of the window are those of the ".1"
+// profile less the ".0" one (go tool pprof -sample_index=alloc_space
+// -base FILE.0 FILE.1).
+func heapProfile(b testing.TB, suffix string) {
+	path := os.Getenv("HOLDFAST_RENEW_MEMPROFILE")
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path + suffix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
 }
 
 // cpuTime is the CPU time (user and system) this process used so far.

@@ -180,6 +180,10 @@ func (h *electionHub) run(o *observed) {
 		case <-o.quit:
 			return
 		}
+		// The lease the read reports runs from when the script ran, after
+		// this: counting it from here looks at or before its end, even when
+		// the reply comes late (a slow network, a paused process).
+		sent := h.cfg.Clock.Now()
 		st, err := h.read(o.name)
 		h.mu.Lock()
 		select {
@@ -191,7 +195,7 @@ func (h *electionHub) run(o *observed) {
 		if err != nil {
 			// Keep the state told; read again after a backoff (a Resync
 			// will poke too once the connection is back).
-			h.armLocked(o, o.viewLocked.Failed())
+			h.armLocked(o, h.cfg.Clock.Now().Add(o.viewLocked.Failed()))
 			h.mu.Unlock()
 			continue
 		}
@@ -204,7 +208,7 @@ func (h *electionHub) run(o *observed) {
 		switch {
 		case arm:
 			// Redis announces no expiry: look again when the lease ends.
-			h.armLocked(o, next)
+			h.armLocked(o, sent.Add(next))
 		case o.timerLocked != nil:
 			o.timerLocked.Stop()
 		}
@@ -212,14 +216,14 @@ func (h *electionHub) run(o *observed) {
 	}
 }
 
-// armLocked has o read again after d.
-func (h *electionHub) armLocked(o *observed, d time.Duration) {
+// armLocked has o read again at t.
+func (h *electionHub) armLocked(o *observed, t time.Time) {
 	if o.timerLocked == nil {
 		o.timerLocked = new(timerwheel.Timer)
 	} else {
 		o.timerLocked.Stop()
 	}
-	h.wheel.Arm(o.timerLocked, h.cfg.Clock.Now().Add(d), func() { poke(o.kick) })
+	h.wheel.Arm(o.timerLocked, t, func() { poke(o.kick) })
 }
 
 // replace puts st in ch (1-buffered), dropping an unread older state. Only

@@ -90,6 +90,9 @@ func (o *Observer) poke() {
 	o.reading = true
 	o.reads++
 	w := o.c.w
+	// As production: the lease read runs from when the script ran, after
+	// now, so the next look counts from the send.
+	sent := o.c.now()
 	w.send(o.c, scripts.ElectRead, scripts.ElectReadKeys(o.name), nil, func(r Reply, f lockactor.Fault) {
 		o.reading = false
 		if o.stopped || o.c.closed {
@@ -97,7 +100,7 @@ func (o *Observer) poke() {
 		}
 		st, ttl, err := decodeElectRead(r)
 		if f != lockactor.NoFault || err != nil {
-			o.arm(o.view.Failed())
+			o.arm(o.c.now().Add(o.view.Failed()))
 		} else {
 			tell, next, arm := o.view.Read(lockactor.LeaderState(st), ttl)
 			if tell {
@@ -105,7 +108,7 @@ func (o *Observer) poke() {
 				o.at = append(o.at, w.now)
 			}
 			if arm {
-				o.arm(next)
+				o.arm(sent.Add(next))
 			} else {
 				o.timerGen = 0
 			}
@@ -117,13 +120,17 @@ func (o *Observer) poke() {
 	})
 }
 
-// arm has o read again after d on its client's clock.
-func (o *Observer) arm(d time.Duration) {
+// arm has o read again when its client's clock reads t.
+func (o *Observer) arm(t time.Time) {
 	o.timers++
 	gen := o.timers
 	o.timerGen = gen
 	c := o.c
-	c.w.at(c.worldTime(c.now().Add(d)), c, func() {
+	at := c.worldTime(t)
+	if at.Before(c.w.now) {
+		at = c.w.now
+	}
+	c.w.at(at, c, func() {
 		if o.timerGen == gen {
 			o.timerGen = 0
 			o.poke()

@@ -164,6 +164,15 @@ func parseExec(args []string) (execOptions, error) {
 	return o, err
 }
 
+// what names what exec holds, for its messages: lock "NAME", or the
+// leadership of "NAME".
+func (o execOptions) what() string {
+	if o.kind == "elect" {
+		return "leadership of " + strconv.Quote(o.name)
+	}
+	return "lock " + strconv.Quote(o.name)
+}
+
 // splitDashes splits args at the first "--": holdfast's part and CMD.
 func splitDashes(args []string) (before, after []string, found bool) {
 	for i, a := range args {
@@ -294,14 +303,14 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 			if lost {
 				// Whatever CMD left behind must not run on without the lock.
 				signalGroup(cmd, syscall.SIGKILL)
-				return exitLost, fmt.Errorf("lock %q lost while the command ran (%s); command stopped, its exit status was %d", o.name, message(l.Err()), code)
+				return exitLost, fmt.Errorf("%s lost while the command ran (%s); command stopped, its exit status was %d", o.what(), message(l.Err()), code)
 			}
 			rerr := l.Release(context.Background())
 			if lostBy(rerr) {
 				// The hold ended before CMD did, and no renewal had
 				// noticed yet (a force-unlock, an expired lease): CMD
 				// ran part of its time without the lock.
-				return exitLost, fmt.Errorf("lock %q lost while the command ran (%s); the command had exited with status %d", o.name, message(rerr), code)
+				return exitLost, fmt.Errorf("%s lost while the command ran (%s); the command had exited with status %d", o.what(), message(rerr), code)
 			}
 			if rerr != nil {
 				fmt.Fprintf(stderr, "holdfast: releasing %q: %s\n", o.name, message(rerr))
@@ -310,7 +319,7 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 		case <-lostCh:
 			lostCh = nil
 			lost = true
-			fmt.Fprintf(stderr, "holdfast: lock %q lost (%s): sending SIGTERM to the command\n", o.name, message(l.Err()))
+			fmt.Fprintf(stderr, "holdfast: %s lost (%s): sending SIGTERM to the command\n", o.what(), message(l.Err()))
 			signalGroup(cmd, syscall.SIGTERM)
 			kill = time.After(o.killAfter)
 		case <-kill:

@@ -276,6 +276,9 @@ func TestExecElectLost(t *testing.T) {
 	if took := time.Since(start); took > 5*time.Second {
 		t.Fatalf("the command ran %v after the leadership was lost", took)
 	}
+	if !strings.Contains(errb.String(), `leadership of "deposed" lost`) {
+		t.Fatalf("stderr does not say the leadership was lost: %q", errb.String())
+	}
 
 	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t)})
 	if err != nil {
@@ -289,6 +292,12 @@ func TestExecElectLost(t *testing.T) {
 	defer lock.Release(context.Background())
 	if r := runHoldfast(t, "exec", "--redis", srv.Addr, "--elect", "me", "plain", "--", "true"); r.code != exitFailure || !strings.Contains(r.stderr, "another kind") {
 		t.Fatalf("--elect on a lock's name: exit %d, stderr %q", r.code, r.stderr)
+	}
+	// A campaign with a wait budget on a led name ends as a busy lock does.
+	led := elect(t, c, "led", "incumbent")
+	defer led.Release(context.Background())
+	if r := runHoldfast(t, "exec", "--redis", srv.Addr, "--elect", "me", "-w", "200ms", "led", "--", "true"); r.code != exitNotTaken {
+		t.Fatalf("--elect -w 200ms on a led name: exit %d, want %d; stderr %q", r.code, exitNotTaken, r.stderr)
 	}
 	for _, args := range [][]string{
 		{"--elect", "", "x"},

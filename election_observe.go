@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/pubsub"
 	"github.com/holdfast/holdfast/scripts"
 	"github.com/holdfast/holdfast/timerwheel"
@@ -80,10 +81,9 @@ type observed struct {
 
 	watchersLocked map[*watcher]struct{}
 	timerLocked    *timerwheel.Timer // the leader's lease end, or a retry after an error
-	knownLocked    bool              // stateLocked was read (and told) at least once
-	stateLocked    Leader            // the latest state told
-	maxTermLocked  uint64            // the highest term told
-	backoffLocked  time.Duration     // the wait before the next retry of a failed read
+	// viewLocked decides what is news and when to read again (shared
+	// with the simulator's observers).
+	viewLocked lockactor.Observer
 }
 
 // watcher is one Observe call.
@@ -91,12 +91,6 @@ type watcher struct {
 	ch   chan Leader
 	stop func() bool // stops the context hook
 }
-
-// Backoff of a failed read: doubles from the first to the last.
-const (
-	observeMinBackoff = 50 * time.Millisecond
-	observeMaxBackoff = time.Second
-)
 
 func newElectionHub(cfg Config, subs *pubsub.Manager, wheel *timerwheel.Wheel) *electionHub {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -126,8 +120,8 @@ func (h *electionHub) observe(ctx context.Context, name string, ch chan Leader) 
 	}
 	w := &watcher{ch: ch}
 	o.watchersLocked[w] = struct{}{}
-	if o.knownLocked {
-		ch <- o.stateLocked
+	if st, ok := o.viewLocked.Told(); ok {
+		ch <- Leader(st)
 	}
 	w.stop = context.AfterFunc(ctx, func() { h.leave(o, w) })
 }
@@ -186,6 +180,10 @@ func (h *electionHub) run(o *observed) {
 		case <-o.quit:
 			return
 		}
+		// The lease the read reports runs from when the script ran, after
+		// this: counting it from here looks at or before its end, even when
+		// the reply comes late (a slow network, a paused process).
+		sent := h.cfg.Clock.Now()
 		st, err := h.read(o.name)
 		h.mu.Lock()
 		select {
@@ -197,17 +195,20 @@ func (h *electionHub) run(o *observed) {
 		if err != nil {
 			// Keep the state told; read again after a backoff (a Resync
 			// will poke too once the connection is back).
-			o.backoffLocked = min(max(2*o.backoffLocked, observeMinBackoff), observeMaxBackoff)
-			h.armLocked(o, o.backoffLocked)
+			h.armLocked(o, h.cfg.Clock.Now().Add(o.viewLocked.Failed()))
 			h.mu.Unlock()
 			continue
 		}
-		o.backoffLocked = 0
-		h.tellLocked(o, st.Leader)
+		tell, next, arm := o.viewLocked.Read(lockactor.LeaderState(st.Leader), st.TTL)
+		if tell {
+			for w := range o.watchersLocked {
+				replace(w.ch, st.Leader)
+			}
+		}
 		switch {
-		case st.Term != 0 && st.TTL >= 0:
+		case arm:
 			// Redis announces no expiry: look again when the lease ends.
-			h.armLocked(o, st.TTL)
+			h.armLocked(o, sent.Add(next))
 		case o.timerLocked != nil:
 			o.timerLocked.Stop()
 		}
@@ -215,33 +216,14 @@ func (h *electionHub) run(o *observed) {
 	}
 }
 
-// armLocked has o read again after d.
-func (h *electionHub) armLocked(o *observed, d time.Duration) {
+// armLocked has o read again at t.
+func (h *electionHub) armLocked(o *observed, t time.Time) {
 	if o.timerLocked == nil {
 		o.timerLocked = new(timerwheel.Timer)
 	} else {
 		o.timerLocked.Stop()
 	}
-	h.wheel.Arm(o.timerLocked, h.cfg.Clock.Now().Add(d), func() { poke(o.kick) })
-}
-
-// tellLocked sends st to o's observers if it is news: a leader of a higher
-// term than any told, or a vacancy after a leader. A leader of a term
-// already told (or older: a roll-back) is not news.
-func (h *electionHub) tellLocked(o *observed, st Leader) {
-	if o.knownLocked {
-		if st.Term != 0 && st.Term <= o.maxTermLocked {
-			return
-		}
-		if st.Term == 0 && o.stateLocked.Term == 0 {
-			return
-		}
-	}
-	o.knownLocked, o.stateLocked = true, st
-	o.maxTermLocked = max(o.maxTermLocked, st.Term)
-	for w := range o.watchersLocked {
-		replace(w.ch, st)
-	}
+	h.wheel.Arm(o.timerLocked, t, func() { poke(o.kick) })
 }
 
 // replace puts st in ch (1-buffered), dropping an unread older state. Only

@@ -77,6 +77,7 @@ var scenarios = []scenario{
 	{"timerwheel", runTimerwheel},
 	{"lockall", runLockAll},
 	{"redlock", runRedLock},
+	{"election", runElection},
 }
 
 func main() {

@@ -67,6 +67,12 @@ var units = map[string]string{
 	"lock_grants_per_s":       "1/s",
 	"lock_commands_per_grant": "commands",
 	"lock_grant_wait_p99_us":  "us",
+	// election
+	"handover_p50_us":        "us",
+	"handover_p99_us":        "us",
+	"observer_notice_p50_us": "us",
+	"observer_notice_p99_us": "us",
+	"stalled_handovers":      "handovers",
 }
 
 // metricOrder is the order of rows within a scenario.
@@ -84,6 +90,7 @@ var metricOrder = []string{
 	"lock_reads_per_s", "lock_writes_per_s", "lock_writer_wait_p99_us", "read_speedup",
 	"grants_per_s", "commands_per_grant", "grant_wait_p99_us", "max_holders",
 	"lock_grants_per_s", "lock_commands_per_grant", "lock_grant_wait_p99_us",
+	"handover_p50_us", "handover_p99_us", "observer_notice_p50_us", "observer_notice_p99_us", "stalled_handovers",
 }
 
 type key struct{ scenario, library, metric string }

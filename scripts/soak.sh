@@ -5,7 +5,8 @@
 # A batch stops at its first failure; the next batch goes on from a new seed.
 # Replay a printed seed (rapid then shrinks it and prints the steps):
 #   go test -run '^TestLockProperties$' -rapid.seed=SEED .
-# Environment: SOAK_RUN (test regexp, default ^TestLockProperties$),
+# Environment: SOAK_RUN (test regexp, default ^TestLockProperties$; e.g.
+# ^TestElectionProperties$ for the election's properties),
 # SOAK_PKG (its package, default .; e.g. ./sim for TestRedLockLivenessProperties),
 # SOAK_BATCH (checks per batch, default 500), SOAK_JOBS (parallel batches,
 # default the number of cores), SOAK_SHRINK (rapid's shrink time per failure,

@@ -56,6 +56,8 @@ type engine struct {
 	execGen    int
 	execExpiry time.Time
 	execAt     time.Time
+	// observers are the client's election observers (World.Observe).
+	observers []*Observer
 }
 
 // machine is one lock name's state machine in one client, with what the

@@ -151,6 +151,7 @@ func (w *World) reconnectAll() {
 // resync tells every machine of c that waits on a channel to re-check Redis,
 // as the pub/sub manager does after a reconnect.
 func (w *World) resync(c *engine) {
+	w.resyncObservers(c)
 	for _, name := range c.names() {
 		if c.machines[name].subscribed {
 			w.at(w.now.Add(w.delay()), c, func() {

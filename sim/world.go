@@ -406,6 +406,9 @@ func (w *World) publish(channel, _ string) int64 {
 		c := c
 		w.at(w.now.Add(w.delay()), c, func() { c.deliver(name, lockactor.Msg{Kind: lockactor.MsgWake}) })
 	}
+	if ok {
+		n += w.publishToObservers(name)
+	}
 	return n
 }
 

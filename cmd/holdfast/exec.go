@@ -23,6 +23,8 @@ const execHelp = `usage: holdfast exec [OPTIONS] NAME [OPTIONS] -- CMD [ARGS...]
 
 Acquire lock NAME, run CMD while holding it, release it when CMD exits: a
 distributed flock(1). CMD gets HOLDFAST_LOCK=NAME and HOLDFAST_TOKEN=its fencing token.
+With --elect VALUE, run CMD while this process leads election NAME, and resign when
+CMD exits.
 
 Options (before or after NAME, before --):
   --redis URL          Redis to use (see below)
@@ -39,6 +41,10 @@ Options (before or after NAME, before --):
                        or one --write holder (like flock's -s and -x)
   --permits N          take one of N permits of NAME as a semaphore: at most N
                        holders at once (every user of NAME must say --permits N)
+  --elect VALUE        campaign for the leadership of election NAME, announcing
+                       VALUE (an address, a host name): CMD runs while this process
+                       leads, with its term as HOLDFAST_TOKEN; holdfast leader NAME
+                       shows VALUE. Losing the leadership stops CMD (exit 76)
   --kill-after DURATION
                        when the lock is lost, CMD's process group gets SIGTERM, then
                        SIGKILL this long after (default 10s)
@@ -59,8 +65,9 @@ type execOptions struct {
 	name      string
 	argv      []string
 	lockOpts  []holdfast.Option
-	kind      string        // "", "fair", "read", "write" or "semaphore"
+	kind      string        // "", "fair", "read", "write", "semaphore" or "elect"
 	permits   int           // for "semaphore"
+	value     string        // for "elect": what the leader announces
 	wait      time.Duration // -1: no limit
 	watchdog  time.Duration
 	killAfter time.Duration
@@ -81,6 +88,7 @@ func parseExec(args []string) (execOptions, error) {
 	fs.BoolVar(&read, "read", false, "")
 	fs.BoolVar(&write, "write", false, "")
 	fs.IntVar(&o.permits, "permits", 0, "")
+	fs.StringVar(&o.value, "elect", "", "")
 
 	before, cmd, found := splitDashes(args)
 	rest, err := parseArgs(fs, before)
@@ -101,12 +109,18 @@ func parseExec(args []string) (execOptions, error) {
 	if err := scripts.ValidateName(o.name); err != nil {
 		return o, usageError{"exec: " + err.Error()}
 	}
-	leaseSet, watchdogSet, permitsSet := false, false, false
+	leaseSet, watchdogSet, permitsSet, electSet := false, false, false, false
 	fs.Visit(func(f *flag.Flag) {
 		leaseSet = leaseSet || f.Name == "lease"
 		watchdogSet = watchdogSet || f.Name == "watchdog"
 		permitsSet = permitsSet || f.Name == "permits"
+		electSet = electSet || f.Name == "elect"
 	})
+	if electSet {
+		if err := scripts.ValidateValue(o.value); err != nil {
+			return o, usageError{"exec: --elect: " + err.Error()}
+		}
+	}
 	if permitsSet && o.permits < 1 {
 		return o, usageError{fmt.Sprintf("exec: --permits %d: a semaphore needs at least 1 permit", o.permits)}
 	}
@@ -123,7 +137,7 @@ func parseExec(args []string) (execOptions, error) {
 	for _, k := range []struct {
 		set  bool
 		kind string
-	}{{fair, "fair"}, {read, "read"}, {write, "write"}, {permitsSet, "permits"}} {
+	}{{fair, "fair"}, {read, "read"}, {write, "write"}, {permitsSet, "permits"}, {electSet, "elect"}} {
 		if k.set && o.kind != "" {
 			return o, usageError{fmt.Sprintf("exec: --%s and --%s exclude each other", o.kind, k.kind)}
 		}
@@ -144,10 +158,19 @@ func parseExec(args []string) (execOptions, error) {
 		return o, err
 	}
 	o.target.layout, err = parseLayout(*layout)
-	if err == nil && o.target.layout == holdfast.LayoutRedisson && (o.kind == "fair" || o.kind == "semaphore") {
-		err = usageError{fmt.Sprintf("exec: --%s is not supported with --layout redisson", map[string]string{"fair": "fair", "semaphore": "permits"}[o.kind])}
+	if err == nil && o.target.layout == holdfast.LayoutRedisson && (o.kind == "fair" || o.kind == "semaphore" || o.kind == "elect") {
+		err = usageError{fmt.Sprintf("exec: --%s is not supported with --layout redisson", map[string]string{"fair": "fair", "semaphore": "permits", "elect": "elect"}[o.kind])}
 	}
 	return o, err
+}
+
+// what names what exec holds, for its messages: lock "NAME", or the
+// leadership of "NAME".
+func (o execOptions) what() string {
+	if o.kind == "elect" {
+		return "leadership of " + strconv.Quote(o.name)
+	}
+	return "lock " + strconv.Quote(o.name)
 }
 
 // splitDashes splits args at the first "--": holdfast's part and CMD.
@@ -215,6 +238,9 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 		"semaphore": func(ctx context.Context, name string, opts ...holdfast.Option) *holdfast.Lock {
 			return c.Semaphore(ctx, name, o.permits, opts...)
 		},
+		"elect": func(ctx context.Context, name string, opts ...holdfast.Option) *holdfast.Lock {
+			return c.Elect(ctx, name, o.value, opts...)
+		},
 	}[o.kind]
 	l := lock(context.Background(), o.name, o.lockOpts...)
 	select {
@@ -277,14 +303,14 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 			if lost {
 				// Whatever CMD left behind must not run on without the lock.
 				signalGroup(cmd, syscall.SIGKILL)
-				return exitLost, fmt.Errorf("lock %q lost while the command ran (%s); command stopped, its exit status was %d", o.name, message(l.Err()), code)
+				return exitLost, fmt.Errorf("%s lost while the command ran (%s); command stopped, its exit status was %d", o.what(), message(l.Err()), code)
 			}
 			rerr := l.Release(context.Background())
 			if lostBy(rerr) {
 				// The hold ended before CMD did, and no renewal had
 				// noticed yet (a force-unlock, an expired lease): CMD
 				// ran part of its time without the lock.
-				return exitLost, fmt.Errorf("lock %q lost while the command ran (%s); the command had exited with status %d", o.name, message(rerr), code)
+				return exitLost, fmt.Errorf("%s lost while the command ran (%s); the command had exited with status %d", o.what(), message(rerr), code)
 			}
 			if rerr != nil {
 				fmt.Fprintf(stderr, "holdfast: releasing %q: %s\n", o.name, message(rerr))
@@ -293,7 +319,7 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 		case <-lostCh:
 			lostCh = nil
 			lost = true
-			fmt.Fprintf(stderr, "holdfast: lock %q lost (%s): sending SIGTERM to the command\n", o.name, message(l.Err()))
+			fmt.Fprintf(stderr, "holdfast: %s lost (%s): sending SIGTERM to the command\n", o.what(), message(l.Err()))
 			signalGroup(cmd, syscall.SIGTERM)
 			kill = time.After(o.killAfter)
 		case <-kill:
@@ -328,10 +354,10 @@ func acquireFailure(o execOptions, err error, ping func() error) (int, error) {
 			return exitUnreachable, fmt.Errorf("lock %q not acquired within %v: Redis at %s is unreachable: %w", o.name, o.wait, o.target.display, perr)
 		}
 		return exitNotTaken, fmt.Errorf("lock %q not acquired within %v", o.name, o.wait)
-	case errors.Is(err, holdfast.ErrInvalidName) || errors.Is(err, holdfast.ErrInvalidOption):
+	case errors.Is(err, holdfast.ErrInvalidName) || errors.Is(err, holdfast.ErrInvalidOption) || errors.Is(err, holdfast.ErrInvalidValue):
 		return exitUsage, err
 	case errors.Is(err, holdfast.ErrWrongKind):
-		return exitFailure, fmt.Errorf("lock %q is in use as another kind of lock (see --fair, --read, --write, --permits): %w", o.name, err)
+		return exitFailure, fmt.Errorf("lock %q is in use as another kind of lock (see --fair, --read, --write, --permits, --elect): %w", o.name, err)
 	case errors.Is(err, holdfast.ErrPermits):
 		return exitFailure, permitsMismatch(o, err)
 	}

@@ -2,6 +2,7 @@
 //
 //	holdfast exec   [OPTIONS] NAME [OPTIONS] -- CMD [ARGS...]
 //	holdfast status [--redis URL] [--json] NAME...
+//	holdfast leader [--redis URL] [--json] [--watch] NAME
 //	holdfast list   [--redis URL] [PATTERN]
 //	holdfast force-unlock [--redis URL] NAME...
 //	holdfast demo   [--redis URL]
@@ -32,7 +33,7 @@ const (
 
 const exitHelp = `Exit codes: exec ends with CMD's own code (128+N when CMD died of signal N), else
   1 other failure   2 bad usage   69 Redis unreachable   75 not acquired within --wait
-  76 lock lost while CMD ran   77 not permitted by Redis (password, ACL)
+  76 lock (or leadership) lost while CMD ran   77 not permitted by Redis (password, ACL)
 `
 
 const usage = `usage: holdfast COMMAND [OPTIONS] ARGS
@@ -40,6 +41,7 @@ const usage = `usage: holdfast COMMAND [OPTIONS] ARGS
 Commands:
   exec          run a command while holding a lock (a distributed flock)
   status        show the holders, TTL and fence of lock names
+  leader        show (or --watch) who leads an election
   list          list the lock names held now
   force-unlock  free a lock whoever holds it
   demo          a short story of workers sharing one lock
@@ -76,6 +78,7 @@ func init() {
 	commands = map[string]command{
 		"exec":         {help: execHelp, main: execMain},
 		"status":       {help: statusHelp, main: statusMain},
+		"leader":       {help: leaderHelp, main: leaderMain},
 		"list":         {help: listHelp, main: listMain},
 		"force-unlock": {help: forceUnlockHelp, main: forceUnlockMain},
 		"demo":         {help: demoHelp, main: func(args []string, stdout, _ io.Writer) (int, error) { return demoMain(args, stdout) }},
@@ -111,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok {
-		return fail(stderr, exitUsage, usageError{fmt.Sprintf("unknown command %q (want exec, status, list, force-unlock, demo or version; see holdfast help)", args[0])})
+		return fail(stderr, exitUsage, usageError{fmt.Sprintf("unknown command %q (want exec, status, leader, list, force-unlock, demo or version; see holdfast help)", args[0])})
 	}
 	code, err := c.main(args[1:], stdout, stderr)
 	if errors.Is(err, errHelp) {

@@ -18,7 +18,7 @@ var Reentrant = &Kind{
 		return scripts.Call{
 			Script: scripts.AcquireScript,
 			Keys:   env.lockKeys().acquire,
-			Args:   []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)},
+			Args:   r.acquireArgs(expected),
 		}
 	},
 	DecodeAcquire: DecodeAcquire,

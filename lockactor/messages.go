@@ -3,6 +3,7 @@ package lockactor
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -29,6 +30,30 @@ type Request struct {
 	// Mode is kind-defined (the read-write lock's read or write); 0 for
 	// kinds with one mode.
 	Mode uint8
+
+	// args holds the arguments of the request's first acquire call with
+	// argsExpected (see acquireArgs), so that the common call allocates no
+	// slice of its own.
+	args         [3]string
+	argsExpected int64
+	argsSet      bool
+}
+
+// acquireArgs returns the arguments field, lease, expected of an acquire
+// call of r. The first call's are kept in r and served again to every call
+// with the same expected (a retry, a repeat); a call with another expected
+// gets a slice of its own. The kept array is written once, before any call
+// carries it, and only read after: a call still on its way (a timed-out
+// attempt) never sees it change.
+func (r *Request) acquireArgs(expected int64) []string {
+	if !r.argsSet {
+		r.args = [3]string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)}
+		r.argsSet, r.argsExpected = true, expected
+	}
+	if r.argsExpected == expected {
+		return r.args[:]
+	}
+	return []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)}
 }
 
 // Handle is the caller's side of one request. The runtime calls its

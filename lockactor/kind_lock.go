@@ -18,7 +18,7 @@ var Reentrant = &Kind{
 		return scripts.Call{
 			Script: scripts.AcquireScript,
 			Keys:   env.lockKeys().acquire,
-			Args:   r.acquireArgs(expected),
+			Args:   r.args.use(r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)),
 		}
 	},
 	DecodeAcquire: DecodeAcquire,
@@ -44,7 +44,7 @@ func lockRelease(env Env, field string, expected int64) scripts.Call {
 	return scripts.Call{
 		Script: scripts.ReleaseScript,
 		Keys:   k.release,
-		Args:   []string{field, strconv.FormatInt(expected, 10), k.channel, flag(env.Waiters)},
+		Args:   env.args.use(field, strconv.FormatInt(expected, 10), k.channel, flag(env.Waiters)),
 	}
 }
 

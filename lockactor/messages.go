@@ -3,7 +3,7 @@ package lockactor
 import (
 	"context"
 	"fmt"
-	"strconv"
+	"slices"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -31,29 +31,35 @@ type Request struct {
 	// kinds with one mode.
 	Mode uint8
 
-	// args holds the arguments of the request's first acquire call with
-	// argsExpected (see acquireArgs), so that the common call allocates no
-	// slice of its own.
-	args         [3]string
-	argsExpected int64
-	argsSet      bool
+	// args keeps the arguments of the request's acquire calls (see
+	// callArgs), for a kind whose Acquire uses it.
+	args callArgs
 }
 
-// acquireArgs returns the arguments field, lease, expected of an acquire
-// call of r. The first call's are kept in r and served again to every call
-// with the same expected (a retry, a repeat); a call with another expected
-// gets a slice of its own. The kept array is written once, before any call
-// carries it, and only read after: a call still on its way (a timed-out
-// attempt) never sees it change.
-func (r *Request) acquireArgs(expected int64) []string {
-	if !r.argsSet {
-		r.args = [3]string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)}
-		r.argsSet, r.argsExpected = true, expected
+// callArgs keeps the arguments of a script call in the struct that owns
+// the call (a request, an owner), so that the common call allocates no
+// slice of its own. The array is written once, by the first call, before
+// any call carries it, and only read after: a call still on its way (a
+// timed-out attempt being repeated) never sees it change.
+type callArgs struct {
+	args [4]string
+	n    int // arguments kept; 0: none yet
+}
+
+// use returns xs as a call's arguments: the kept array when it is unused
+// (xs is kept) or holds xs already (a retry, a repeat), else a slice of its
+// own (always, for a nil c).
+func (c *callArgs) use(xs ...string) []string {
+	if c == nil {
+		return slices.Clone(xs)
 	}
-	if r.argsExpected == expected {
-		return r.args[:]
+	if c.n == 0 && len(xs) <= len(c.args) {
+		c.n = copy(c.args[:], xs)
 	}
-	return []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)}
+	if kept := c.args[:c.n:c.n]; slices.Equal(kept, xs) {
+		return kept
+	}
+	return slices.Clone(xs)
 }
 
 // Handle is the caller's side of one request. The runtime calls its

@@ -3,7 +3,6 @@ package lockactor
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -17,6 +16,9 @@ type Request struct {
 	ID    ReqID
 	Field string        // hash field of the owner: CLIENTID:INSTANCE:OWNER
 	Lease time.Duration // lease written to Redis
+	// args keeps the arguments of the request's acquire calls (see
+	// callArgs), for a kind whose Acquire uses it.
+	args callArgs
 	// Wait is the wait budget: < 0 waits until the lock is granted or the
 	// request is cancelled, 0 tries once, > 0 gives up after that long.
 	Wait time.Duration
@@ -30,36 +32,6 @@ type Request struct {
 	// Mode is kind-defined (the read-write lock's read or write); 0 for
 	// kinds with one mode.
 	Mode uint8
-
-	// args keeps the arguments of the request's acquire calls (see
-	// callArgs), for a kind whose Acquire uses it.
-	args callArgs
-}
-
-// callArgs keeps the arguments of a script call in the struct that owns
-// the call (a request, an owner), so that the common call allocates no
-// slice of its own. The array is written once, by the first call, before
-// any call carries it, and only read after: a call still on its way (a
-// timed-out attempt being repeated) never sees it change.
-type callArgs struct {
-	args [4]string
-	n    int // arguments kept; 0: none yet
-}
-
-// use returns xs as a call's arguments: the kept array when it is unused
-// (xs is kept) or holds xs already (a retry, a repeat), else a slice of its
-// own (always, for a nil c).
-func (c *callArgs) use(xs ...string) []string {
-	if c == nil {
-		return slices.Clone(xs)
-	}
-	if c.n == 0 && len(xs) <= len(c.args) {
-		c.n = copy(c.args[:], xs)
-	}
-	if kept := c.args[:c.n:c.n]; slices.Equal(kept, xs) {
-		return kept
-	}
-	return slices.Clone(xs)
 }
 
 // Handle is the caller's side of one request. The runtime calls its

@@ -48,33 +48,6 @@ func TestFenceKeysBoundedBySlots(t *testing.T) {
 	}
 }
 
-// Upgrading from per-name counters never hands out a token below one already
-// handed out: the old counter is read, the slot counter moves past it, and
-// the old counter is deleted.
-func TestFenceMigratesPerNameCounters(t *testing.T) {
-	srv := redistest.Start(t)
-	srv.Do(t, "SET", scripts.LegacyFenceKey("old"), "1000") // an earlier version's counter
-	srv.Do(t, "SET", scripts.LegacyFenceKey("low"), "3")
-	srv.Do(t, "SET", scripts.FenceKey("low"), "50") // the slot moved on since
-	c := newClient(t, srv, holdfast.Config{})
-	for _, tc := range []struct {
-		name string
-		want uint64
-	}{{"old", 1001}, {"old", 1002}, {"low", 51}} {
-		l := c.Lock(context.Background(), tc.name)
-		mustAcquire(t, l)
-		if l.Token() != tc.want {
-			t.Fatalf("token %d on %q, want %d", l.Token(), tc.name, tc.want)
-		}
-		l.Release(context.Background())
-	}
-	for _, name := range []string{"old", "low"} {
-		if n, _ := srv.Do(t, "EXISTS", scripts.LegacyFenceKey(name)).AsInt64(); n != 0 {
-			t.Fatalf("old counter of %q still there after the slot counter passed it", name)
-		}
-	}
-}
-
 // With persistence, tokens keep increasing across a restart of Redis.
 func TestFenceMonotoneAcrossPersistentRestart(t *testing.T) {
 	srv := redistest.StartPersistent(t)

@@ -218,8 +218,9 @@ func (c *Client) inspectable(ctx context.Context) (rueidis.Client, error) {
 // lockKind is what Inspect and ForceUnlock know of one lock kind. Adding a
 // kind adds one entry to lockKinds and touches nothing else here. Kinds share
 // the name space and a name is in use as at most one kind, so the first kind
-// that finds the name held answers; a kind whose keys look like another's
-// (say, the same hash with a marker field) must come before it.
+// that finds the name held answers. Each kind's inspect script tells its own
+// keys from another kind's (the reentrant lock's key is a string, the other
+// kinds' a hash with a "kind" field), so the order does not matter.
 type lockKind struct {
 	kind string
 	// inspect reads name's keys of this kind into info (Holders, TTL,
@@ -238,7 +239,6 @@ type lockKind struct {
 
 var lockKinds = []lockKind{
 	{
-		// Before KindLock: the same hash, marked kind=semaphore.
 		kind:           KindSemaphore,
 		inspect:        inspectSem,
 		forceUnlock:    forceUnlockSem,
@@ -246,7 +246,6 @@ var lockKinds = []lockKind{
 		nameOfHeldKey:  scripts.NameOfLockKey,
 	},
 	{
-		// Before KindLock: the same hash, marked kind=rw.
 		kind:           KindRW,
 		inspect:        inspectRW,
 		forceUnlock:    forceUnlockRW,
@@ -390,27 +389,16 @@ func ttlOf(pttl int64) time.Duration {
 	return time.Duration(pttl) * time.Millisecond
 }
 
-// readFence reads name's fence: the larger of its slot's counter and the
-// per-name counter of earlier versions (see scripts/fence.lua), as the
-// scripts' fence_peek does — at least every token the name was given. Two
-// GETs, pipelined: GET is among the commands README's ACL rules grant.
+// readFence reads name's fence: its slot's counter (see scripts/fence.lua),
+// as the scripts' fence_peek does — at least every token the name was given.
+// GET is among the commands README's ACL rules grant.
 func readFence(ctx context.Context, rdb rueidis.Client, name string) (uint64, error) {
-	keys := scripts.FenceKeys(name)
-	res := rdb.DoMulti(ctx, rdb.B().Get().Key(keys[0]).Build(), rdb.B().Get().Key(keys[1]).Build())
-	var fence uint64
-	for _, r := range res {
-		s, err := r.ToString()
-		if rueidis.IsRedisNil(err) {
-			continue
-		}
-		if err != nil {
-			return 0, err
-		}
-		n, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		fence = max(fence, n)
+	s, err := rdb.Do(ctx, rdb.B().Get().Key(scripts.FenceKey(name)).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
 	}
-	return fence, nil
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseUint(s, 10, 64)
 }

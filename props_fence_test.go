@@ -3,35 +3,24 @@ package holdfast_test
 import (
 	"context"
 	"sort"
-	"strconv"
 	"testing"
 	"time"
 
 	"pgregory.net/rapid"
 
 	"github.com/holdfast/holdfast"
-	"github.com/holdfast/holdfast/scripts"
 	"github.com/holdfast/holdfast/sim"
 )
 
 // TestFenceSlotCounterProperties: tokens come from one counter per hash
 // slot, and still increase strictly per name — across names that share a
 // slot (the "o}" names share the tag "o"; "o}fair" is a fair lock, whose
-// scripts take tokens through the same fence.lua), across restarts of the
-// primary with persistence, and across the migration from the per-name
-// counters of earlier versions, whose values rapid draws and writes before
-// the first grant.
+// scripts take tokens through the same fence.lua), and across restarts of
+// the primary with persistence.
 func TestFenceSlotCounterProperties(t *testing.T) {
 	names := []string{"o}1", "o}2", "o}fair", "solo"}
 	rapid.Check(t, func(rt *rapid.T) {
 		w := sim.New(sim.Config{Seed: rapid.Int64().Draw(rt, "seed")})
-		legacy := map[string]uint64{}
-		for _, name := range names {
-			if v := rapid.IntRange(0, 50).Draw(rt, "legacy "+name); v > 0 {
-				legacy[name] = uint64(v)
-				w.Primary().Do("SET", scripts.LegacyFenceKey(name), strconv.Itoa(v))
-			}
-		}
 		var clients []*holdfast.Client
 		for i := 0; i < 2; i++ {
 			clients = append(clients, w.NewClient(sim.ClientConfig{WatchdogTimeout: time.Second}))
@@ -64,19 +53,19 @@ func TestFenceSlotCounterProperties(t *testing.T) {
 			},
 			"restart": func(*rapid.T) { w.RestartPrimaryPersisted() },
 			"steal":   func(t *rapid.T) { w.Steal(rapid.SampledFrom(names).Draw(t, "name")) },
-			"":        func(t *rapid.T) { checkTokensPerName(t, w, legacy) },
+			"":        func(t *rapid.T) { checkTokensPerName(t, w) },
 		})
 		for _, c := range clients {
 			c.Close()
 		}
-		checkTokensPerName(rt, w, legacy)
+		checkTokensPerName(rt, w)
 	})
 }
 
 // checkTokensPerName fails unless, in the order the grants ran in Redis,
 // each fresh grant of a name got a token above every earlier grant of that
-// name and above the name's pre-migration counter.
-func checkTokensPerName(t *rapid.T, w *sim.World, legacy map[string]uint64) {
+// name.
+func checkTokensPerName(t *rapid.T, w *sim.World) {
 	var grants []sim.Event
 	for _, e := range w.History() {
 		if e.Kind == sim.Acquired {
@@ -86,9 +75,6 @@ func checkTokensPerName(t *rapid.T, w *sim.World, legacy map[string]uint64) {
 	sort.SliceStable(grants, func(i, j int) bool { return grants[i].GrantedAt.Before(grants[j].GrantedAt) })
 	last := map[string]sim.Event{}
 	for _, g := range grants {
-		if g.Token <= legacy[g.Name] {
-			t.Fatalf("%s got token %d on %q, not above its old per-name counter %d", g.Field, g.Token, g.Name, legacy[g.Name])
-		}
 		if prev, ok := last[g.Name]; ok && prev.Field != g.Field && g.Token <= prev.Token {
 			t.Fatalf("%s got token %d on %q after %s had %d", g.Field, g.Token, g.Name, prev.Field, prev.Token)
 		}

@@ -134,8 +134,8 @@ var semMutants = map[string]struct {
 	// One permit more than asked.
 	"exclusion": {scripts.SemAcquireScript, "if others >= permits then", "if others > permits then", "exclusion:"},
 	// The counter is read, not moved: two grants share a token.
-	"fencing": {scripts.SemAcquireScript, "local token = fence_take(KEYS[3], KEYS[4])",
-		"local token = fence_peek(KEYS[3], KEYS[4])", "fencing:"},
+	"fencing": {scripts.SemAcquireScript, "local token = fence_take(KEYS[3])",
+		"local token = fence_peek(KEYS[3])", "fencing:"},
 	// The permit's lease key lives half the lease the holder is told of.
 	"validity": {scripts.SemAcquireScript, "redis.call('set', lk, token, 'px', lease)",
 		"redis.call('set', lk, token, 'px', math.max(1, math.floor(lease / 2)))", "validity:"},

@@ -140,13 +140,14 @@ func TestDefaultClientIDNamesProcess(t *testing.T) {
 	}
 	l := c.Lock(holdfast.WithOwner(context.Background(), "job:7"), "who")
 	mustAcquire(t, l)
-	fields, err := srv.Do(t, "HKEYS", scripts.LockKey("who")).AsStrSlice()
-	if err != nil || len(fields) != 1 {
-		t.Fatalf("fields %v, %v", fields, err)
+	v, err := srv.Do(t, "GET", scripts.LockKey("who")).ToString()
+	hold, ok := scripts.ParseHold(v)
+	if err != nil || !ok {
+		t.Fatalf("lock key %q, %v", v, err)
 	}
-	id, instance, owner, ok := scripts.ParseField(fields[0])
+	id, instance, owner, ok := scripts.ParseField(hold.Field)
 	if !ok || id != c.ClientID() || len(instance) != 12 || owner != "job:7" {
-		t.Fatalf("field %q parses as %q %q %q %v", fields[0], id, instance, owner, ok)
+		t.Fatalf("field %q parses as %q %q %q %v", hold.Field, id, instance, owner, ok)
 	}
 	l.Release(context.Background())
 }

@@ -41,7 +41,7 @@ func runCeiling(e *env) error {
 		// The lock key gets a random number, so each call is a grant; the
 		// script needs no relation between its keys (standalone server). The
 		// slot fence counter is one key, as for names sharing a slot.
-		keys := scripts.GrantKeys(ceilingName, scripts.FairQueueKey(ceilingName), scripts.WaitKey(ceilingName))
+		keys := scripts.GrantKeys(ceilingName, scripts.FairQueueKey(ceilingName))
 		return benchmark(host, port, append([]string{"-c", "50", "-P", "16", "-n", strconv.Itoa(n), "-r", "100000000",
 			"EVALSHA", sha, strconv.Itoa(len(keys))}, append(keys, "bench:ceiling", "30000", "0")...)...)
 	}

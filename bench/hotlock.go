@@ -268,7 +268,7 @@ func serialHandoffRound(ctx context.Context, e *env, warm, dur time.Duration, la
 	}
 	defer rdb.Close()
 	name := "l:serial-handoff"
-	keys := scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name))
+	keys := scripts.GrantKeys(name, scripts.FairQueueKey(name))
 	owners := [2]string{scripts.Field("bench", "serial", "a"), scripts.Field("bench", "serial", "b")}
 	acquire, handoff := rueidis.NewLuaScript(scripts.Acquire), rueidis.NewLuaScript(scripts.Handoff)
 	if err := acquire.Exec(ctx, rdb, keys, []string{owners[0], layoutLease, "0"}).Error(); err != nil {

@@ -12,25 +12,26 @@ import (
 	"github.com/holdfast/holdfast/scripts"
 )
 
-// The layouts scenario asks what issue 32's "commands per cycle" goal is
-// worth before anyone changes holdfast's data model for it. The same bare
-// client (rueidis, 64 goroutines, one key each, acquire then release by
-// EVALSHA) runs four script shapes of one uncontended cycle, so the only
-// difference between them is what the server does:
+// The layouts scenario prices holdfast's data model against the one it
+// replaced and against the best peer's. The same bare client (rueidis, 64
+// goroutines, one key each, acquire then release by EVALSHA) runs three
+// script shapes of one uncontended cycle, so the only difference between
+// them is what the server does:
 //
-//   - holdfast: the shipped acquire.lua and release.lua (9 commands a cycle
-//     with the two EVALSHAs).
-//   - hash-nx: the same hash, but a grant is HINCRBY, PEXPIRE NX (the
-//     hash had no TTL, so it was free) and INCR; 8 commands. It gives up
-//     acquire.lua's check of the fair queue and the old per-name counter.
-//   - string: the lock is a string OWNER:COUNT set by SET NX PX, then INCR;
-//     release is GET, DEL, EXISTS of the waiter mark; 7 commands.
+//   - holdfast: the shipped acquire.lua and release.lua. The lock is a string
+//     [w]COUNT:TOKEN:FIELD: a grant is EXISTS of the key and the fair queue,
+//     INCR, SET PX; a final release GET, DEL (the waiter mark is in the
+//     value); 7 commands a cycle with the two EVALSHAs.
+//   - hash: the data model before it (issue 40), a hash field OWNER ->
+//     count with a separate waiter-mark key: EXISTS of the hash, the fair
+//     queue and the old per-name counter, HINCRBY, INCR, PEXPIRE; HGET,
+//     HDEL, EXISTS of the hash and the mark; 9 commands.
 //   - peer: the server work of rueidislock's cycle, the best peer's (SET NX
 //     PX and a GET that registers the key for client-side caching; GET and
 //     DEL): no fencing, no reentry, no waiter mark; 6 commands.
 //
-// hash-nx and string are experiments: only their uncontended path is
-// written, and a call that would need any other path fails the round.
+// hash and peer are references: only their uncontended path is written,
+// and a call that would need any other path fails the round.
 
 // layoutShape is one acquire/release pair of scripts and how to call them.
 type layoutShape struct {
@@ -46,49 +47,39 @@ const layoutLease = "30000"
 
 // shippedShape is holdfast's own acquire.lua and release.lua.
 var shippedShape = layoutShape{
-	name:    "holdfast",
-	acquire: rueidis.NewLuaScript(scripts.Acquire),
-	release: rueidis.NewLuaScript(scripts.Release),
-	acquireKeys: func(name string) []string {
-		return scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name))
-	},
+	name:        "holdfast",
+	acquire:     rueidis.NewLuaScript(scripts.Acquire),
+	release:     rueidis.NewLuaScript(scripts.Release),
+	acquireKeys: func(name string) []string { return scripts.GrantKeys(name, scripts.FairQueueKey(name)) },
 	acquireArgs: func(owner string) []string { return []string{owner, layoutLease, "0"} },
-	releaseKeys: func(name string) []string { return []string{scripts.LockKey(name), scripts.WaitKey(name)} },
+	releaseKeys: func(name string) []string { return []string{scripts.LockKey(name)} },
 	releaseArgs: func(name, owner string) []string { return []string{owner, "1", scripts.Channel(name), "0"} },
 }
 
 var layoutShapes = []layoutShape{
 	shippedShape,
 	{
-		name: "hash-nx",
+		name: "hash",
 		acquire: rueidis.NewLuaScript(`
-if redis.call('hincrby', KEYS[1], ARGV[1], 1) == 1 and redis.call('pexpire', KEYS[1], ARGV[2], 'NX') == 1 then
-  return {1, 1, redis.call('incr', KEYS[2])}
-end
-return redis.error_reply('layouts: only the uncontended path is written')`),
-		release:     rueidis.NewLuaScript(scripts.Release),
-		acquireKeys: func(name string) []string { return []string{scripts.LockKey(name), scripts.FenceKey(name)} },
-		acquireArgs: func(owner string) []string { return []string{owner, layoutLease} },
-		releaseKeys: func(name string) []string { return []string{scripts.LockKey(name), scripts.WaitKey(name)} },
-		releaseArgs: func(name, owner string) []string { return []string{owner, "1", scripts.Channel(name), "0"} },
-	},
-	{
-		name: "string",
-		acquire: rueidis.NewLuaScript(`
-if redis.call('set', KEYS[1], ARGV[1] .. ':1', 'nx', 'px', ARGV[2]) then
-  return {1, 1, redis.call('incr', KEYS[2])}
+if redis.call('exists', KEYS[1], KEYS[3], KEYS[4]) == 0 then
+  redis.call('hincrby', KEYS[1], ARGV[1], 1)
+  local token = redis.call('incr', KEYS[2])
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, 1, token}
 end
 return redis.error_reply('layouts: only the uncontended path is written')`),
 		release: rueidis.NewLuaScript(`
-if redis.call('get', KEYS[1]) ~= ARGV[1] .. ':1' then
+if redis.call('hget', KEYS[1], ARGV[1]) ~= '1' then
   return redis.error_reply('layouts: only the uncontended path is written')
 end
-redis.call('del', KEYS[1])
-if redis.call('exists', KEYS[2]) == 1 then redis.call('publish', ARGV[2], 'released') end
+redis.call('hdel', KEYS[1], ARGV[1])
+if redis.call('exists', KEYS[1], KEYS[2]) > 0 then redis.call('publish', ARGV[2], 'released') end
 return 0`),
-		acquireKeys: func(name string) []string { return []string{scripts.LockKey(name), scripts.FenceKey(name)} },
+		acquireKeys: func(name string) []string {
+			return []string{scripts.LockKey(name), scripts.FenceKey(name), scripts.FairQueueKey(name), scripts.LockKey(name) + ":fence"}
+		},
 		acquireArgs: func(owner string) []string { return []string{owner, layoutLease} },
-		releaseKeys: func(name string) []string { return []string{scripts.LockKey(name), scripts.WaitKey(name)} },
+		releaseKeys: func(name string) []string { return []string{scripts.LockKey(name), scripts.LockKey(name) + ":w"} },
 		releaseArgs: func(name, owner string) []string { return []string{owner, scripts.Channel(name)} },
 	},
 	{

@@ -148,8 +148,12 @@ func (m *Machine) staleHolds(now time.Time, field string) {
 	if m.kind.MayAttempt != nil {
 		return
 	}
+	stale := func(o *owner) bool { return o.field != field && !o.undo && o.op.kind == opNone }
+	if !slices.ContainsFunc(m.owners, stale) {
+		return // the common case: no copy of the owners to make
+	}
 	for _, o := range slices.Clone(m.owners) {
-		if o.field != field && !o.undo && o.op.kind == opNone {
+		if stale(o) {
 			m.ownerLost(now, o, fmt.Errorf("%w: Redis granted the lock to another waiter of this client (a failover rolled the hold back)", ErrNotOwner))
 		}
 	}

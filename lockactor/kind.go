@@ -133,6 +133,9 @@ type Env struct {
 	// keys are the reentrant lock's KEYS, made once per machine so that a
 	// cycle does not build its key strings again (nil: built per call).
 	keys *lockKeys
+	// args: for a Release call, the owner's place to keep the call's
+	// arguments in (see callArgs; nil: none).
+	args *callArgs
 }
 
 // Hold is one owner field's hold on the name, as MayAttempt sees it.

@@ -47,7 +47,7 @@ var Fair = &Kind{
 		}
 	},
 	DecodeRelease: decodeInt,
-	Renew:         scripts.RenewScript,
+	Renew:         scripts.FairRenewScript,
 	KeepAlive:     scripts.FairKeepAliveScript,
 	KeepAliveKey:  scripts.FairQueueKey,
 	Channel:       scripts.ClientChannel,

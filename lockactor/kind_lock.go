@@ -18,7 +18,7 @@ var Reentrant = &Kind{
 		return scripts.Call{
 			Script: scripts.AcquireScript,
 			Keys:   env.lockKeys().acquire,
-			Args:   []string{r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)},
+			Args:   r.args.use(r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)),
 		}
 	},
 	DecodeAcquire: DecodeAcquire,
@@ -44,20 +44,19 @@ func lockRelease(env Env, field string, expected int64) scripts.Call {
 	return scripts.Call{
 		Script: scripts.ReleaseScript,
 		Keys:   k.release,
-		Args:   []string{field, strconv.FormatInt(expected, 10), k.channel, flag(env.Waiters)},
+		Args:   env.args.use(field, strconv.FormatInt(expected, 10), k.channel, flag(env.Waiters)),
 	}
 }
 
 // lockKeys are the KEYS of the reentrant lock's scripts for one name.
 // Calls share the slices: runtimes only read a Call's keys.
 type lockKeys struct {
-	acquire []string // acquire.lua and handoff.lua: GrantKeys, fair queue, waiter mark
-	release []string // release.lua: lock, waiter mark
+	acquire []string // acquire.lua and handoff.lua: GrantKeys, fair queue
+	release []string // release.lua: lock
 	channel string
-	// The slices' arrays, kept here: the keys of one name cost two
-	// allocations (this and scripts.KeysOf's string), not eight.
-	acquireKeys [5]string
-	releaseKeys [2]string
+	// The slices' array, kept here: the keys of one name cost two
+	// allocations (this and scripts.KeysOf's string), not five.
+	acquireKeys [3]string
 	// redisson: the name's keys under the Redisson layout, once a call of
 	// RedissonLock needed them (kind_redisson.go).
 	redisson *redissonKeys
@@ -66,12 +65,11 @@ type lockKeys struct {
 func newLockKeys(name string) *lockKeys {
 	k := scripts.KeysOf(name)
 	lk := &lockKeys{
-		acquireKeys: [5]string{k.Lock, k.Fence, k.LegacyFence, k.FairQueue, k.Wait},
-		releaseKeys: [2]string{k.Lock, k.Wait},
+		acquireKeys: [3]string{k.Lock, k.Fence, k.FairQueue},
 		channel:     k.Channel,
 	}
 	lk.acquire = lk.acquireKeys[:len(lk.acquireKeys):len(lk.acquireKeys)]
-	lk.release = lk.releaseKeys[:len(lk.releaseKeys):len(lk.releaseKeys)]
+	lk.release = lk.acquireKeys[:1:1]
 	return lk
 }
 

@@ -160,6 +160,9 @@ type owner struct {
 	// heldBuf and waitBuf back held and waiting while they hold one request
 	// (the common case), so an owner's first hold and release allocate nothing.
 	heldBuf, waitBuf [1]*request
+	// releaseArgs keeps the arguments of the owner's release calls (see
+	// callArgs), for a kind whose Release uses them.
+	releaseArgs callArgs
 
 	op        opSlot
 	undoUntil time.Time // undo owners: a possible grant has expired by then

@@ -16,6 +16,9 @@ type Request struct {
 	ID    ReqID
 	Field string        // hash field of the owner: CLIENTID:INSTANCE:OWNER
 	Lease time.Duration // lease written to Redis
+	// args keeps the arguments of the request's acquire calls (see
+	// callArgs), for a kind whose Acquire uses it.
+	args callArgs
 	// Wait is the wait budget: < 0 waits until the lock is granted or the
 	// request is cancelled, 0 tries once, > 0 gives up after that long.
 	Wait time.Duration

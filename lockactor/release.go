@@ -80,7 +80,7 @@ func (m *Machine) startRelease(now time.Time, o *owner, r *request, expected int
 		// This release ends the hold: stop renewing it.
 		m.stopRenewal(o)
 	}
-	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, expected), "", o.field)
+	m.call(o.op.id, m.kind.Release(m.releaseEnv(o), o.field, expected), "", o.field)
 }
 
 // handoffTo returns the local waiter that owner o's final release may hand
@@ -150,7 +150,7 @@ func (m *Machine) repeatOp(o *owner) {
 		m.call(o.op.id, m.kind.Acquire(m.env, &o.op.req.Request, o.op.expected), o.field, o.field)
 		return
 	}
-	m.call(o.op.id, m.kind.Release(m.releaseEnv(), o.field, o.op.expected), "", o.field)
+	m.call(o.op.id, m.kind.Release(m.releaseEnv(o), o.field, o.op.expected), "", o.field)
 }
 
 // undo removes a grant that may have happened for field, in the background.
@@ -259,11 +259,13 @@ func (m *Machine) dropHeld(o *owner, r *request) {
 	}
 }
 
-// releaseEnv is the Env of a release call: it says whether this client's
-// own requests wait on the name, so that the release is announced to them
-// even when no other process marked itself waiting.
-func (m *Machine) releaseEnv() Env {
+// releaseEnv is the Env of a release call of o: it says whether this
+// client's own requests wait on the name, so that the release is announced
+// to them even when no other process marked itself waiting, and lends the
+// call o's place for its arguments.
+func (m *Machine) releaseEnv(o *owner) Env {
 	env := m.env
 	env.Waiters = len(m.queue) > 0
+	env.args = &o.releaseArgs
 	return env
 }

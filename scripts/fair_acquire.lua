@@ -1,9 +1,8 @@
 -- fair_acquire: take, confirm, re-enter or queue for the fair lock.
 --
 -- KEYS[1]  lock hash      holdfast:{NAME}
--- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
--- KEYS[3]                 old per-name counter (see fence.lua)
--- KEYS[4]  queue          holdfast:{NAME}:q
+-- KEYS[2]  fence counter  scripts.FenceKey(NAME) (see fence.lua)
+-- KEYS[3]  queue          holdfast:{NAME}:q
 -- ARGV[1]  owner field    CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
@@ -33,19 +32,21 @@
 -- lease: its validity is dated from this call. Repeating a call that ran
 -- answers the same (count is expected + 1), so timeouts are settled by
 -- repeating.
-local H, F, L, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local H, F, Q = KEYS[1], KEYS[2], KEYS[3]
 local field, lease, expected = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local wt, mode, chprefix = tonumber(ARGV[4]), ARGV[5], ARGV[6]
 
 -- take_and_tell takes the lock for field and tells the queue's head when
 -- the new lease is short (tell_head).
 local function take_and_tell()
-  local reply = take(H, F, L, field, lease)
+  local reply = take(H, F, field, lease)
   tell_head(Q, lease, chprefix)
   return reply
 end
 
-if redis.call('exists', H) == 1 and redis.call('hget', H, 'kind') ~= 'fair' then
+-- pcall: a reentrant lock's key is a string, whose WRONGTYPE reply is no
+-- 'fair' either.
+if redis.call('exists', H) == 1 and redis.pcall('hget', H, 'kind') ~= 'fair' then
   return {-2}
 end
 local v = redis.call('hget', H, field)
@@ -55,12 +56,12 @@ if v then count = tonumber(v) end
 if expected > 0 then
   if count == expected + 1 then
     extend(H, lease)
-    return {1, count, fence_peek(F, L)}
+    return {1, count, fence_peek(F)}
   end
   if count ~= expected then return {-1, math.max(count, 0)} end
   count = redis.call('hincrby', H, field, 1)
   extend(H, lease)
-  return {1, count, fence_peek(F, L)}
+  return {1, count, fence_peek(F)}
 end
 
 if mode == 'place' then
@@ -91,7 +92,7 @@ end
 if count == 1 then
   -- A repeat of a grant that already ran.
   extend(H, lease)
-  return {1, 1, fence_peek(F, L)}
+  return {1, 1, fence_peek(F)}
 end
 if count > 1 then return {-1, count} end
 if count == 0 then

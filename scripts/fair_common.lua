@@ -8,7 +8,7 @@
 --                          count 0; field "kind" = "fair" marks the kind.
 --                          PEXPIRE = the holder's lease, or WaiterTimeout
 --                          while a grant waits for its confirmation.
---   scripts.FenceKeys(NAME) fencing counters, shared with every kind (see
+--   scripts.FenceKey(NAME) fencing counter, shared with every kind (see
 --                          fence.lua, which scripts.go puts in front)
 --   holdfast:{NAME}:q      hash: waiter field -> "SEQ:DEADLINE_MS" (arrival
 --                          number, Redis time after which the waiter counts
@@ -118,10 +118,10 @@ end
 -- The hash's TTL becomes the lease, shorter or not: a grant waiting for its
 -- confirmation kept the hash for WaiterTimeout, and a hold that outlived its
 -- holder's lease in Redis would stall the queue behind it.
-local function take(H, F, L, field, lease)
+local function take(H, F, field, lease)
   redis.call('hset', H, field, 1, 'kind', 'fair')
   redis.call('pexpire', H, lease)
-  local token = fence_take(F, L) -- the one place a fair grant takes its token
+  local token = fence_take(F) -- the one place a fair grant takes its token
   return {1, 1, token}
 end
 

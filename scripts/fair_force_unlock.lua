@@ -3,9 +3,8 @@
 -- release would. Runs after fair_common.lua.
 --
 -- KEYS[1]  lock hash      holdfast:{NAME}
--- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
--- KEYS[3]                 old per-name counter (see fence.lua)
--- KEYS[4]  queue          holdfast:{NAME}:q
+-- KEYS[2]  fence counter  scripts.FenceKey(NAME) (see fence.lua)
+-- KEYS[3]  queue          holdfast:{NAME}:q
 -- ARGV[1]  WaiterTimeout in milliseconds: how long the next waiter has to
 --          confirm its grant
 -- ARGV[2]  channel prefix  holdfast:{NAME}:ch:
@@ -13,12 +12,14 @@
 -- Reply: 1 when the name was in use as a fair lock (held, granted or
 -- queued), 0 otherwise (nothing changed). The fence goes up, as in
 -- force_unlock.lua, so the old holder's token is stale at once.
-local H, F, L, Q = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-if redis.call('hget', H, 'kind') ~= 'fair' and redis.call('exists', Q) == 0 then
+local H, F, Q = KEYS[1], KEYS[2], KEYS[3]
+-- pcall: a reentrant lock's key is a string (WRONGTYPE): not ours.
+local kind = redis.pcall('hget', H, 'kind')
+if type(kind) == 'table' or (kind ~= 'fair' and redis.call('exists', Q) == 0) then
   return 0
 end
 redis.call('del', H)
-fence_take(F, L)
+fence_take(F)
 if redis.call('exists', Q) == 1 then
   grant_next(H, Q, now_ms(), tonumber(ARGV[1]), ARGV[2])
 end

@@ -9,7 +9,9 @@
 -- waiters (deadline not passed), and the holders (count 0: granted, not yet
 -- confirmed). {-3} when the name is not in use as a fair lock.
 local H, Q = KEYS[1], KEYS[2]
-if redis.call('hget', H, 'kind') ~= 'fair' and redis.call('exists', Q) == 0 then
+-- pcall: a reentrant lock's key is a string (WRONGTYPE): not ours.
+local kind = redis.pcall('hget', H, 'kind')
+if type(kind) == 'table' or (kind ~= 'fair' and redis.call('exists', Q) == 0) then
   return {-3}
 end
 local now = now_ms()

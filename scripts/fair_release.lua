@@ -2,9 +2,8 @@
 -- when the lock becomes free, grant it to the longest-waiting live waiter.
 --
 -- KEYS[1]  lock hash   holdfast:{NAME}
--- KEYS[2]  fence counters (unused; keep the fair scripts' keys alike)
--- KEYS[3]
--- KEYS[4]  queue       holdfast:{NAME}:q
+-- KEYS[2]  fence counter (unused; keep the fair scripts' keys alike)
+-- KEYS[3]  queue       holdfast:{NAME}:q
 -- ARGV[1]  owner field  CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  the count the caller believes the owner holds; 0 removes the
 --          owner whatever its count
@@ -22,12 +21,14 @@
 --
 -- The grant is made here, inside the release: the next waiter is told on
 -- its own client's channel, and no other waiter wakes.
-local H, Q = KEYS[1], KEYS[4]
+local H, Q = KEYS[1], KEYS[3]
 local field, expected = ARGV[1], tonumber(ARGV[2])
 local wt, chprefix = tonumber(ARGV[3]), ARGV[4]
 
-local v = redis.call('hget', H, field)
-if not v then
+-- pcall: a reentrant lock's key is a string; WRONGTYPE means the owner
+-- holds nothing here.
+local v = redis.pcall('hget', H, field)
+if type(v) ~= 'string' then
   if redis.call('hdel', Q, field) == 1 and redis.call('hlen', Q) <= 1 then
     redis.call('del', Q)
   end

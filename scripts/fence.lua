@@ -8,44 +8,26 @@
 -- it with the name's lock key. Tokens increase strictly per name, not
 -- densely: a grant of any name of the slot moves the counter.
 --
--- Counters of holdfast versions before the slot counters were per name
--- (holdfast:{NAME}:fence, scripts.LegacyFenceKey). They are read as long as
--- they exist: a name's token is the larger of both, and the old counter is
--- deleted once the slot counter is past it.
---
--- A script that uses these helpers passes scripts.FenceKeys(NAME) — the slot
--- counter, then the old per-name counter — among its KEYS, and calls:
---   fence_take(slot, legacy)            on every fresh grant: the new token
---   fence_peek(slot, legacy)            a token at least that of every grant
---                                       so far (for a hold already granted:
---                                       no later grant of the name gets less)
---   fence_raise(slot, legacy, at_least) make every later token of the name
---                                       exceed at_least (a decimal string)
+-- A script that uses these helpers passes scripts.FenceKey(NAME) among its
+-- KEYS, and calls:
+--   fence_take(slot)            on every fresh grant: the new token
+--   fence_peek(slot)            a token at least that of every grant so far
+--                               (for a hold already granted: no later grant
+--                               of the name gets less)
+--   fence_raise(slot, at_least) make every later token of the name exceed
+--                               at_least (a decimal string)
 
-local function fence_take(slot, legacy)
-  local token = redis.call('incr', slot)
-  local old = redis.call('get', legacy)
-  if old then
-    if token <= tonumber(old) then
-      redis.call('set', slot, old)
-      token = redis.call('incr', slot)
-    end
-    redis.call('del', legacy)
-  end
-  return token
+local function fence_take(slot)
+  return redis.call('incr', slot)
 end
 
-local function fence_peek(slot, legacy)
-  local cur = tonumber(redis.call('get', slot) or '0')
-  local old = tonumber(redis.call('get', legacy) or '0')
-  if old > cur then return old end
-  return cur
+local function fence_peek(slot)
+  return tonumber(redis.call('get', slot) or '0')
 end
 
-local function fence_raise(slot, legacy, at_least)
-  if fence_peek(slot, legacy) < tonumber(at_least) then
+local function fence_raise(slot, at_least)
+  if fence_peek(slot) < tonumber(at_least) then
     redis.call('set', slot, at_least)
-    redis.call('del', legacy)
   end
 end
 

@@ -1,8 +1,7 @@
 -- fence_raise: raise the fencing counter of a name to at least a floor.
 --
--- KEYS[1]  lock hash      holdfast:{NAME} (unused: the keys are GrantKeys(NAME))
--- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
--- KEYS[3]                 old per-name counter (see fence.lua)
+-- KEYS[1]  lock key       holdfast:{NAME} (unused: the keys are GrantKeys(NAME))
+-- KEYS[2]  fence counter  scripts.FenceKey(NAME), the slot counter (see fence.lua)
 -- ARGV[1]  floor T        the highest token a RedLock majority returned
 --
 -- Reply: the name's fence after the call (>= T): fence_peek.
@@ -12,5 +11,5 @@
 -- counter said before. The counter is only ever raised, never lowered, so the
 -- call is idempotent and safe to repeat after a timeout. How the counter is
 -- stored is fence.lua's business (fence_raise), which scripts.go puts in front.
-fence_raise(KEYS[2], KEYS[3], ARGV[1])
-return fence_peek(KEYS[2], KEYS[3])
+fence_raise(KEYS[2], ARGV[1])
+return fence_peek(KEYS[2])

@@ -26,7 +26,7 @@ func TestFenceRaiseOnRealRedis(t *testing.T) {
 			t.Fatalf("raise to %s: counter %d, want %d", tc.floor, got[0], tc.want)
 		}
 	}
-	got := run(t, c, scripts.Acquire, scripts.GrantKeys("n", scripts.FairQueueKey("n"), scripts.WaitKey("n")), "c:o", "10000", "0")
+	got := run(t, c, scripts.Acquire, scripts.GrantKeys("n", scripts.FairQueueKey("n")), "c:o", "10000", "0")
 	if got[0] != scripts.AcquireGranted || got[2] != 41 {
 		t.Fatalf("acquire after raising to 40: %v, want token 41", got)
 	}

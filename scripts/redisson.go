@@ -49,7 +49,7 @@ var (
 var (
 	RedissonAcquireScript   = NewScript("redisson_acquire", RedissonAcquire)
 	RedissonReleaseScript   = noSync(NewScript("redisson_release", RedissonRelease))
-	RedissonRenewScript     = withHoldKey(NewScript("redisson_renew", Renew), redissonHashKey)
+	RedissonRenewScript     = withHoldKey(NewScript("redisson_renew", HashRenew), redissonHashKey)
 	RedissonRWAcquireScript = NewScript("redisson_rw_acquire", RedissonRWAcquire)
 	RedissonRWReleaseScript = noSync(NewScript("redisson_rw_release", RedissonRWRelease))
 	RedissonRWRenewScript   = withHoldKey(NewScript("redisson_rw_renew", RedissonRWRenew), redissonHashKey)

@@ -101,7 +101,7 @@ func RWAcquireCall(name, holdField string, lease time.Duration, expected int64, 
 	if claim > 0 {
 		c = Millis(claim)
 	}
-	return []string{RWLeaseKey(name, holdField), LockKey(name), FenceKey(name), LegacyFenceKey(name), FairQueueKey(name)},
+	return []string{RWLeaseKey(name, holdField), LockKey(name), FenceKey(name), FairQueueKey(name)},
 		[]string{holdField, Millis(lease), strconv.FormatInt(expected, 10), c}
 }
 

@@ -8,9 +8,8 @@
 --          field CLIENTID:INSTANCE:OWNER:w -> reentry count of the owner's write hold
 --          field CLIENTID:INSTANCE:OWNER:c -> a waiting writer's claim (value 1)
 --          PEXPIRE = the longest remaining lease among the fields' lease keys
--- KEYS[3]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
--- KEYS[4]                 old per-name counter (see fence.lua)
--- KEYS[5]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
+-- KEYS[3]  fence counter  scripts.FenceKey(NAME) (see fence.lua)
+-- KEYS[4]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
 -- ARGV[1]  hold field     CLIENTID:INSTANCE:OWNER:r (read) or CLIENTID:INSTANCE:OWNER:w (write)
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds in this mode (0 = fresh)
@@ -62,11 +61,13 @@ end
 
 -- FENCE: the one place this script takes a fencing token.
 local function take_token()
-  return fence_take(KEYS[3], KEYS[4])
+  return fence_take(KEYS[3])
 end
 
-local kind = redis.call('hget', key, 'kind')
-if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[5]) == 1 then
+-- pcall: a reentrant lock's key is a string, whose WRONGTYPE reply is no
+-- 'rw' either.
+local kind = redis.pcall('hget', key, 'kind')
+if (kind ~= 'rw' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[4]) == 1 then
   return {-2}
 end
 

@@ -8,7 +8,8 @@
 -- live hold and claim (CLIENTID:INSTANCE:OWNER:r, :w or :c) whose own lease key still
 -- exists. A dead hold whose lease ran out is not shown, though its field may
 -- linger until the next script prunes it.
-if redis.call('hget', KEYS[1], 'kind') ~= 'rw' then return {-3} end
+-- pcall: a reentrant lock's key is a string (WRONGTYPE): not ours.
+if redis.pcall('hget', KEYS[1], 'kind') ~= 'rw' then return {-3} end
 local out = {redis.call('pttl', KEYS[1])}
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do

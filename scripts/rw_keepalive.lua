@@ -20,11 +20,12 @@ for i = 1, #KEYS do
     local cf = string.sub(f, 1, -3) .. ':c'
     local ck = key .. ':rw:' .. cf
     out[i] = 0
-    if redis.call('hexists', key, cf) == 1 and redis.call('pexpire', ck, lease) == 1 then
+    -- pcall: a reentrant lock's key is a string (WRONGTYPE): no claim.
+    if redis.pcall('hexists', key, cf) == 1 and redis.call('pexpire', ck, lease) == 1 then
       local kt = redis.call('pttl', key)
       if kt >= 0 and kt < lease then redis.call('pexpire', key, lease) end
       out[i] = 1
-    elseif redis.call('hexists', key, cf) == 1 then
+    elseif redis.pcall('hexists', key, cf) == 1 then
       redis.call('hdel', key, cf)
     end
   end

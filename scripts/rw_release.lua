@@ -28,7 +28,8 @@ local owner, mode = string.sub(hf, 1, -3), string.sub(hf, -2)
 if (mode ~= ':r' and mode ~= ':w') or #owner == 0 or lk ~= pfx .. hf then
   return redis.error_reply('ERR rw_release: the hold field must end in :r or :w, and KEYS[1] be its lease key')
 end
-if redis.call('hget', key, 'kind') ~= 'rw' then
+-- pcall: a reentrant lock's key is a string (WRONGTYPE): nothing of ours.
+if redis.pcall('hget', key, 'kind') ~= 'rw' then
   return -1
 end
 

@@ -18,7 +18,8 @@ for i = 1, #KEYS do
   local lease = tonumber(ARGV[2 * i])
   local lk = key .. ':rw:' .. f
   out[i] = 0
-  if redis.call('hexists', key, f) == 1 then
+  -- pcall: a reentrant lock's key is a string (WRONGTYPE): the hold is gone.
+  if redis.pcall('hexists', key, f) == 1 then
     local ttl = redis.call('pttl', lk)
     if ttl == -2 then
       redis.call('hdel', key, f)

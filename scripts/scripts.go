@@ -7,14 +7,13 @@
 // Every key and channel of a lock lies in the cluster hash slot of {NAME}, so
 // one script may touch all of them on a Redis Cluster:
 //
-//	holdfast:{NAME}             hash, field CLIENTID:INSTANCE:OWNER (see Field) -> reentry count, PEXPIRE = lease
+//	holdfast:{NAME}             string [w]COUNT:TOKEN:FIELD while the name is held (see Hold;
+//	                            FIELD is CLIENTID:INSTANCE:OWNER, see Field), PEXPIRE = lease
 //	holdfast:slot:{TAG}:fence   fencing counter of every name in the slot of NAME (TAG is
 //	                            a short tag hashing to that slot), no TTL: FenceKey
-//	holdfast:{NAME}:fence       the per-name counter of earlier versions, read until a
-//	                            grant moves the slot counter past it, then deleted: LegacyFenceKey
 //	holdfast:{NAME}:ch          pub/sub channel, told "released" when the lock becomes free
-//	                            and someone waits (see WaitKey)
-//	holdfast:{NAME}:w           waiter mark, set by a refused acquire, PEXPIRE = the sleep it covers
+//	                            and someone waits (the hold's waiter mark "w", set by a
+//	                            refused acquire)
 //
 // The fence counters are bounded: at most one per hash slot (16,384), however
 // many names are ever locked.
@@ -23,24 +22,26 @@
 //
 // Every script that grants a hold, reads a hold's token or raises a fence
 // does it through the helpers of fence.lua, which this package puts in front
-// of the script (WithFence): fence_take(slot, legacy) on a fresh grant,
-// fence_peek for a hold already granted, fence_raise to lift a name's fence
-// above a token seen elsewhere. No script touches a fence key any other way.
-// Such a script's KEYS begin with GrantKeys(NAME, ...):
+// of the script (WithFence): fence_take(slot) on a fresh grant, fence_peek
+// for a hold already granted, fence_raise to lift a name's fence above a
+// token seen elsewhere. No script touches a fence key any other way. Such a
+// script's KEYS begin with GrantKeys(NAME, ...):
 //
 //	KEYS[1]  LockKey(NAME)
-//	KEYS[2]  FenceKey(NAME)        the slot counter    } FenceKeys(NAME)
-//	KEYS[3]  LegacyFenceKey(NAME)  the old counter     }
-//	KEYS[4…] the script's own keys (the fair queue, …)
+//	KEYS[2]  FenceKey(NAME)  the slot counter
+//	KEYS[3…] the script's own keys (the fair queue, …)
 //
-// and it calls, e.g., token = fence_take(KEYS[2], KEYS[3]). A new script is
+// and it calls, e.g., token = fence_take(KEYS[2]). A new script is
 // registered as NewScript("name", WithFence(body)).
 //
-// Kinds other than the reentrant lock add their own keys (see each kind's
-// scripts) and mark the lock hash with a field "kind" naming the kind; owner
-// fields always contain ':', so the marker never collides with an owner. A
-// fresh grant of one kind refuses a name whose hash or fair queue says it is
-// in use as another.
+// The reentrant lock's key is a string (acquire.lua has its layout). Kinds
+// other than the reentrant lock add their own keys (see each kind's
+// scripts) and keep a hash at the lock key marked with a field "kind"
+// naming the kind; owner fields always contain ':', so the marker never
+// collides with an owner. A fresh grant of one kind refuses a name whose key
+// or fair queue says it is in use as another: the reentrant lock's scripts
+// read the key with redis.pcall (a hash answers WRONGTYPE), the other kinds'
+// read its "kind" field the same way (a string answers WRONGTYPE).
 //
 // The scripts' arguments and replies are documented at the top of each .lua
 // file. A script is run as a Call: the script, its keys and its arguments;
@@ -67,6 +68,10 @@ var (
 	Release string
 	//go:embed renew.lua
 	Renew string
+	// HashRenew renews holds kept as a field of a hash: the fair lock's,
+	// and the Redisson layout's.
+	//go:embed hash_renew.lua
+	HashRenew string
 
 	//go:embed fence.lua
 	fencePrelude string
@@ -164,11 +169,12 @@ var (
 
 // The scripts of the fair lock. Each is fence.lua and fair_common.lua
 // followed by the script's own file: the queue logic they share is written
-// once.
+// once. A fair hold is a field of the lock hash: hash_renew.lua renews it.
 var (
 	FairAcquireScript   = NewScript("fair_acquire", WithFence(fairCommon+fairAcquire))
 	FairReleaseScript   = NewScript("fair_release", WithFence(fairCommon+fairRelease))
 	FairKeepAliveScript = NewScript("fair_keepalive", WithFence(fairCommon+fairKeepAlive))
+	FairRenewScript     = NewScript("fair_renew", HashRenew)
 )
 
 // Replies of the acquire script (first element of its array reply).
@@ -232,7 +238,8 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// LockKey is the Redis key of the lock hash of name.
+// LockKey is the Redis key of the lock of name: the reentrant lock's string
+// (acquire.lua), or the other kinds' hash.
 func LockKey(name string) string { return "holdfast:{" + name + "}" }
 
 // FenceKey is the Redis key of the fencing counter name draws its tokens
@@ -240,44 +247,30 @@ func LockKey(name string) string { return "holdfast:{" + name + "}" }
 // of that slot.
 func FenceKey(name string) string { return slotFenceKeys()[Slot(LockKey(name))] }
 
-// LegacyFenceKey is the per-name fencing counter of holdfast versions before
-// the slot counters; the scripts read it while it exists (see fence.lua).
-func LegacyFenceKey(name string) string { return "holdfast:{" + name + "}:fence" }
-
-// FenceKeys returns the KEYS a script that takes a token for name passes to
-// the fence helpers: FenceKey(name), then LegacyFenceKey(name).
-func FenceKeys(name string) []string { return []string{FenceKey(name), LegacyFenceKey(name)} }
-
 // GrantKeys returns the KEYS of a script that takes, reads or raises name's
-// fencing token: LockKey(name), then FenceKeys(name), then more (the
+// fencing token: LockKey(name), then FenceKey(name), then more (the
 // script's own keys).
 func GrantKeys(name string, more ...string) []string {
-	return append([]string{LockKey(name), FenceKey(name), LegacyFenceKey(name)}, more...)
+	return append([]string{LockKey(name), FenceKey(name)}, more...)
 }
 
 // NameKeys are the keys of one lock name, as LockKey, FenceKey,
-// LegacyFenceKey, FairQueueKey, WaitKey and Channel give them.
+// FairQueueKey and Channel give them.
 type NameKeys struct {
-	Lock, Fence, LegacyFence, FairQueue, Wait, Channel string
+	Lock, Fence, FairQueue, Channel string
 }
 
-// KeysOf returns name's keys, the five of its own cut from one string (one
-// allocation rather than five: a lock actor keeps them while it lives).
+// KeysOf returns name's keys, the three of its own cut from one string (one
+// allocation rather than three: a lock actor keeps them while it lives).
 func KeysOf(name string) NameKeys {
-	base := "holdfast:{" + name + "}"
-	all := base + ":fence" + base + ":q" + base + ":w" + base + ":ch"
-	n := len(base)
-	cut := func(at, size int) string { return all[at : at+size] }
-	k := NameKeys{
-		Lock:        cut(0, n),
-		LegacyFence: cut(0, n+len(":fence")),
+	all := "holdfast:{" + name + "}:q" + "holdfast:{" + name + "}:ch"
+	n := len("holdfast:{}") + len(name)
+	return NameKeys{
+		Lock:      all[:n],
+		FairQueue: all[:n+2],
+		Channel:   all[n+2:],
+		Fence:     slotFenceKeys()[Slot(all[:n])],
 	}
-	at := n + len(":fence")
-	k.FairQueue, at = cut(at, n+2), at+n+2
-	k.Wait, at = cut(at, n+2), at+n+2
-	k.Channel = cut(at, n+3)
-	k.Fence = slotFenceKeys()[Slot(k.Lock)]
-	return k
 }
 
 // slotFenceKeys holds the fence key of every hash slot, built on first use:
@@ -304,12 +297,6 @@ const slots = keyslot.Count
 // text between the first '{' and the next '}', when not empty) or of the
 // whole key, mod 16384.
 func Slot(key string) uint16 { return keyslot.Of(key) }
-
-// WaitKey is the waiter mark of name: acquire.lua sets it, with a TTL that
-// outlives the refused waiter's sleep, and release.lua announces a release
-// on Channel(name) only while it lives (or the releasing client has waiters
-// of its own), so a lock nobody waits for is released without a PUBLISH.
-func WaitKey(name string) string { return "holdfast:{" + name + "}:w" }
 
 // FairQueueKey is the hash of the fair lock's waiters (see fair_common.lua).
 // The reentrant acquire checks it, so it is part of the shared layout.
@@ -340,7 +327,8 @@ func NameOfChannel(ch string) (string, bool) {
 	return rest[:i], true
 }
 
-// Field is the hash field of one owner of one Client in the lock hash:
+// Field names one owner of one Client in a lock's key (the reentrant lock's
+// value, a field of the other kinds' hash):
 //
 //	CLIENTID ":" INSTANCE ":" OWNER
 //
@@ -354,6 +342,41 @@ func NameOfChannel(ch string) (string, bool) {
 // OWNER may contain anything.
 func Field(clientID, instance, owner string) string {
 	return clientID + ":" + instance + ":" + owner
+}
+
+// Hold is the content of a reentrant lock's key (LockKey) while the name is
+// held, as acquire.lua writes it: [w]COUNT:TOKEN:FIELD.
+type Hold struct {
+	Field  string // the holder's owner field (see Field)
+	Count  int64  // its reentry count
+	Token  uint64 // the fencing token of the hold
+	Waited bool   // the waiter mark: a refused acquire waits for the release
+}
+
+// ParseHold decodes the value of a reentrant lock's key, or reports false
+// for a value acquire.lua does not write.
+func ParseHold(v string) (Hold, bool) {
+	var h Hold
+	v, h.Waited = strings.CutPrefix(v, "w")
+	count, rest, ok1 := strings.Cut(v, ":")
+	token, field, ok2 := strings.Cut(rest, ":")
+	var err1, err2 error
+	h.Count, err1 = strconv.ParseInt(count, 10, 64)
+	h.Token, err2 = strconv.ParseUint(token, 10, 64)
+	if !ok1 || !ok2 || err1 != nil || err2 != nil || h.Count < 1 || count[0] == '+' || count[0] == '-' {
+		return Hold{}, false
+	}
+	h.Field = field
+	return h, true
+}
+
+// String renders h as acquire.lua writes it.
+func (h Hold) String() string {
+	mark := ""
+	if h.Waited {
+		mark = "w"
+	}
+	return mark + strconv.FormatInt(h.Count, 10) + ":" + strconv.FormatUint(h.Token, 10) + ":" + h.Field
 }
 
 // ClientOfField returns the CLIENTID:INSTANCE part of an owner field, which

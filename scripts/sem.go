@@ -49,7 +49,7 @@ func SemLeaseKey(name, field string) string { return LockKey(name) + ":sem:" + f
 
 // SemAcquireCall builds the keys and arguments of sem_acquire.lua.
 func SemAcquireCall(name, field string, lease time.Duration, expected int64, permits int) (keys, args []string) {
-	return []string{SemLeaseKey(name, field), LockKey(name), FenceKey(name), LegacyFenceKey(name), FairQueueKey(name)},
+	return []string{SemLeaseKey(name, field), LockKey(name), FenceKey(name), FairQueueKey(name)},
 		[]string{field, Millis(lease), strconv.FormatInt(expected, 10), strconv.Itoa(permits)}
 }
 

@@ -10,9 +10,8 @@
 --                            ends: a lower bound, kept by grants and set by the scans
 --          field CLIENTID:INSTANCE:OWNER -> reentry count of the owner's permit
 --          PEXPIRE = the longest remaining lease among the permits
--- KEYS[3]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
--- KEYS[4]                 old per-name counter (see fence.lua)
--- KEYS[5]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
+-- KEYS[3]  fence counter  scripts.FenceKey(NAME) (see fence.lua)
+-- KEYS[4]  fair queue     holdfast:{NAME}:q      only read: a name queued as fair is not ours
 -- ARGV[1]  owner field    CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
@@ -53,9 +52,11 @@ if #f == 0 or lk ~= pfx .. f or not permits or permits < 1 then
   return redis.error_reply('ERR sem_acquire: KEYS[1] must be the field\'s lease key and permits at least 1')
 end
 
-local got = redis.call('hmget', key, 'kind', 'permits', 'next', f)
+-- pcall: a reentrant lock's key is a string (WRONGTYPE): another kind.
+local got = redis.pcall('hmget', key, 'kind', 'permits', 'next', f)
+if got.err then return {-2} end
 local kind, n, nextv, v = got[1], tonumber(got[2] or '0'), tonumber(got[3] or ''), got[4]
-if (kind ~= 'semaphore' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[5]) == 1 then
+if (kind ~= 'semaphore' and redis.call('exists', key) == 1) or redis.call('exists', KEYS[4]) == 1 then
   return {-2}
 end
 
@@ -113,7 +114,7 @@ if v then count = tonumber(v) end
 
 if count == expected + 1 or (count > 0 and count == expected) then
   if count == expected then count = redis.call('hincrby', key, f, 1) end
-  if expected == 0 then redis.call('set', lk, fence_take(KEYS[3], KEYS[4]), 'keepttl') end
+  if expected == 0 then redis.call('set', lk, fence_take(KEYS[3]), 'keepttl') end
   if redis.call('pttl', lk) < lease then redis.call('pexpire', lk, lease) end
   if redis.call('pttl', key) < lease then redis.call('pexpire', key, lease) end
   return {1, count, tonumber(redis.call('get', lk) or '0')}
@@ -138,7 +139,7 @@ end
 if others >= permits then
   return {0, soonest}
 end
-local token = fence_take(KEYS[3], KEYS[4])
+local token = fence_take(KEYS[3])
 redis.call('hset', key, 'kind', 'semaphore', 'permits', permits, f, 1)
 redis.call('set', lk, token, 'px', lease)
 if redis.call('pttl', key) < lease then redis.call('pexpire', key, lease) end

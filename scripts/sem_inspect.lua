@@ -6,7 +6,8 @@
 -- Reply: {-3} when the name is not in use as a semaphore; else
 -- {pttl, permits, field1, count1, field2, count2, ...}: the hash's PTTL, its
 -- permit count, then every live permit (a field whose lease key still exists).
-if redis.call('hget', KEYS[1], 'kind') ~= 'semaphore' then return {-3} end
+-- pcall: a reentrant lock's key is a string (WRONGTYPE): not ours.
+if redis.pcall('hget', KEYS[1], 'kind') ~= 'semaphore' then return {-3} end
 local out = {redis.call('pttl', KEYS[1]), tonumber(redis.call('hget', KEYS[1], 'permits') or '0')}
 local fields = redis.call('hgetall', KEYS[1])
 for i = 1, #fields, 2 do

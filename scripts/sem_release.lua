@@ -21,8 +21,9 @@ local pfx = key .. ':sem:'
 if #f == 0 or lk ~= pfx .. f then
   return redis.error_reply('ERR sem_release: KEYS[1] must be the field\'s lease key')
 end
-local got = redis.call('hmget', key, 'kind', f)
-if got[1] ~= 'semaphore' then
+-- pcall: a reentrant lock's key is a string (WRONGTYPE): nothing of ours.
+local got = redis.pcall('hmget', key, 'kind', f)
+if got.err or got[1] ~= 'semaphore' then
   return -1
 end
 local v = got[2]

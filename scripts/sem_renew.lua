@@ -16,7 +16,8 @@ for i = 1, #KEYS do
   local lease = tonumber(ARGV[2 * i])
   local lk = key .. ':sem:' .. f
   out[i] = 0
-  if redis.call('hget', key, 'kind') == 'semaphore' and redis.call('hexists', key, f) == 1 then
+  -- pcall: a reentrant lock's key is a string (WRONGTYPE): the permit is gone.
+  if redis.pcall('hget', key, 'kind') == 'semaphore' and redis.call('hexists', key, f) == 1 then
     local ttl = redis.call('pttl', lk)
     if ttl == -2 then
       redis.call('hdel', key, f)

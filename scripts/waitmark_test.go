@@ -25,15 +25,16 @@ func publishes(t *testing.T, srv *redistest.Server) int64 {
 }
 
 // TestReleaseAnnouncesOnlyToWaiters: a final release publishes when a
-// refused acquire left the waiter mark, or when the caller says it has
-// waiters of its own, and otherwise not; the mark outlives the refused
-// waiter's sleep (the holder's PTTL) and then lapses by itself.
+// refused acquire marked the hold, or when the caller says it has waiters
+// of its own, and otherwise not; the mark lives with the hold it was set
+// on (a nested grant, a nested release and a handoff keep it) and goes with
+// it.
 func TestReleaseAnnouncesOnlyToWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	lock, mark, ch := scripts.LockKey("m"), scripts.WaitKey("m"), scripts.Channel("m")
-	keys := scripts.GrantKeys("m", scripts.FairQueueKey("m"), mark)
-	rkeys := []string{lock, mark}
+	lock, ch := scripts.LockKey("m"), scripts.Channel("m")
+	keys := scripts.GrantKeys("m", scripts.FairQueueKey("m"))
+	rkeys := []string{lock}
 	step := func(desc string, wantPub int64, f func()) {
 		t.Helper()
 		before := publishes(t, srv)
@@ -42,41 +43,58 @@ func TestReleaseAnnouncesOnlyToWaiters(t *testing.T) {
 			t.Fatalf("%s: %d PUBLISH, want %d", desc, got, wantPub)
 		}
 	}
+	marked := func() bool {
+		t.Helper()
+		v, _ := srv.Do(t, "GET", lock).ToString()
+		h, ok := scripts.ParseHold(v)
+		if !ok {
+			t.Fatalf("lock key %q", v)
+		}
+		return h.Waited
+	}
 
 	step("nobody waits", 0, func() {
 		run(t, c, scripts.Acquire, keys, "c:a", "10000", "0")
 		run(t, c, scripts.Acquire, keys, "c:a", "10000", "1")
+		if marked() {
+			t.Fatal("a grant marked the hold")
+		}
 		run(t, c, scripts.Release, rkeys, "c:a", "2", ch, "0")
 		run(t, c, scripts.Release, rkeys, "c:a", "1", ch, "0")
 	})
-	if n, _ := srv.Do(t, "EXISTS", mark, lock).AsInt64(); n != 0 {
+	if n, _ := srv.Do(t, "EXISTS", lock).AsInt64(); n != 0 {
 		t.Fatalf("%d keys left after an uncontended cycle", n)
 	}
 
 	step("a refused waiter is announced to", 1, func() {
 		run(t, c, scripts.Acquire, keys, "c:a", "10000", "0")
-		if got := run(t, c, scripts.Acquire, keys, "c:b", "3000", "0"); len(got) != 2 || got[0] != 0 {
-			t.Fatalf("refused acquire answered %v", got)
+		before, _ := srv.Do(t, "PTTL", lock).AsInt64()
+		if got := run(t, c, scripts.Acquire, keys, "c:b", "3000", "0"); len(got) != 2 || got[0] != 0 || got[1] <= 0 || got[1] > before {
+			t.Fatalf("refused acquire answered %v (PTTL before %d)", got, before)
 		}
-		holder, _ := srv.Do(t, "PTTL", lock).AsInt64()
-		left, _ := srv.Do(t, "PTTL", mark).AsInt64()
-		if left < holder || left > holder+3000 {
-			t.Fatalf("mark PTTL %d, want between the holder's %d and that plus the waiter's lease", left, holder)
+		if !marked() {
+			t.Fatal("a refused acquire left no mark")
+		}
+		if after, _ := srv.Do(t, "PTTL", lock).AsInt64(); after > before || after < before-1000 {
+			t.Fatalf("marking changed the hold's TTL: %d, then %d", before, after)
 		}
 		run(t, c, scripts.Release, rkeys, "c:a", "1", ch, "0")
 	})
 
 	step("a nested release frees nothing", 0, func() {
 		run(t, c, scripts.Acquire, keys, "c:a", "10000", "0")
+		run(t, c, scripts.Acquire, keys, "c:b", "3000", "0") // marks
 		run(t, c, scripts.Acquire, keys, "c:a", "10000", "1")
 		run(t, c, scripts.Release, rkeys, "c:a", "2", ch, "0")
+		if !marked() {
+			t.Fatal("a nested grant or release dropped the mark")
+		}
 	})
 	step("an abandon while marked", 1, func() {
 		run(t, c, scripts.Release, rkeys, "c:a", "0", ch, "0")
 	})
 
-	srv.Do(t, "DEL", mark) // as if it had lapsed
-	step("a lapsed mark", 0, func() {
+	step("the next hold starts unmarked", 0, func() {
 		run(t, c, scripts.Acquire, keys, "c:a", "10000", "0")
 		run(t, c, scripts.Release, rkeys, "c:a", "1", ch, "0")
 	})
@@ -88,28 +106,26 @@ func TestReleaseAnnouncesOnlyToWaiters(t *testing.T) {
 		run(t, c, scripts.Acquire, keys, "c:a", "10000", "0")
 		run(t, c, scripts.Release, rkeys, "c:x", "0", ch, "1")
 	})
-	if n, _ := srv.Do(t, "EXISTS", mark).AsInt64(); n != 0 {
-		t.Fatal("a release or a grant set the mark")
-	}
 
-	// A handoff whose acquire half is refused marks its waiter, as acquire does.
+	// A handoff whose acquire half is refused marks the hold, as acquire does.
 	if got := run(t, c, scripts.Handoff, keys, "c:y", "c:z", "2000"); len(got) != 3 || got[0] != -1 || got[1] != 0 {
 		t.Fatalf("handoff past another holder answered %v", got)
 	}
-	if left, _ := srv.Do(t, "PTTL", mark).AsInt64(); left <= 0 {
-		t.Fatalf("handoff refused without a mark (PTTL %d)", left)
+	if !marked() {
+		t.Fatal("handoff refused without a mark")
 	}
-	run(t, c, scripts.Release, rkeys, "c:a", "1", ch, "0")
-
-	// The mark lapses by itself.
-	srv.Do(t, "PEXPIRE", mark, "1")
-	for i := 0; i < 100; i++ {
-		if n, _ := srv.Do(t, "EXISTS", mark).AsInt64(); n == 0 {
-			return
+	// A handoff passes the mark to the new hold: its release announces.
+	step("a handoff keeps the mark", 0, func() {
+		if got := run(t, c, scripts.Handoff, keys, "c:a", "c:h", "10000"); len(got) != 4 || got[0] != 0 || got[1] != 1 {
+			t.Fatalf("handoff answered %v", got)
 		}
-		srv.Do(t, "PING")
+	})
+	if !marked() {
+		t.Fatal("the handoff dropped the mark")
 	}
-	t.Fatal("mark did not lapse")
+	step("the handed hold's release", 1, func() {
+		run(t, c, scripts.Release, rkeys, "c:h", "1", ch, "0")
+	})
 }
 
 // scriptCalls is the number of commands scripts have run on the server:
@@ -136,40 +152,43 @@ func scriptCalls(t *testing.T, srv *redistest.Server) int64 {
 	return total
 }
 
-// TestFreshGrantTakesFourCalls: a fresh acquire of a free name runs four
-// commands (one EXISTS over the hash, the fair queue and
-// the old per-name counter; HINCRBY, INCR, PEXPIRE), and grants what the
-// general path grants; a name with an old per-name counter, or a repeat
-// of the grant, takes the general path.
-func TestFreshGrantTakesFourCalls(t *testing.T) {
+// TestUncontendedCycleTakesFiveCalls: a fresh acquire of a free name runs
+// three commands (one EXISTS over the lock key and the fair queue; INCR,
+// SET PX), the final release of an unmarked hold two (GET, DEL), and a
+// repeat of the grant answers the same grant.
+func TestUncontendedCycleTakesFiveCalls(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
-	keys := scripts.GrantKeys("g", scripts.FairQueueKey("g"), scripts.WaitKey("g"))
-	// A first grant elsewhere connects and loads the script: what is
-	// counted below is one EVALSHA and what it runs.
-	run(t, c, scripts.Acquire, scripts.GrantKeys("warm", scripts.FairQueueKey("warm"), scripts.WaitKey("warm")), "c:a", "10000", "0")
-	srv.Do(t, "CONFIG", "RESETSTAT")
-	got := run(t, c, scripts.Acquire, keys, "c:a", "10000", "0")
-	if calls := scriptCalls(t, srv); calls != 4 {
-		info, _ := srv.Do(t, "INFO", "commandstats").ToString()
-		t.Fatalf("fresh grant ran %d commands, want 4\n%s", calls, info)
+	keys := scripts.GrantKeys("g", scripts.FairQueueKey("g"))
+	// A first cycle elsewhere connects and loads the scripts: what is
+	// counted below is the EVALSHAs and what they run.
+	warm := scripts.GrantKeys("warm", scripts.FairQueueKey("warm"))
+	run(t, c, scripts.Acquire, warm, "c:a", "10000", "0")
+	run(t, c, scripts.Release, warm[:1], "c:a", "1", scripts.Channel("warm"), "0")
+	count := func(desc string, want int64, f func()) {
+		t.Helper()
+		srv.Do(t, "CONFIG", "RESETSTAT")
+		f()
+		if calls := scriptCalls(t, srv); calls != want {
+			info, _ := srv.Do(t, "INFO", "commandstats").ToString()
+			t.Fatalf("%s ran %d commands, want %d\n%s", desc, calls, want, info)
+		}
 	}
-	if len(got) != 3 || got[0] != 1 || got[1] != 1 || got[2] != 1 {
-		t.Fatalf("fresh grant answered %v, want [1 1 1]", got)
+	var got []int64
+	count("a fresh grant", 3, func() { got = run(t, c, scripts.Acquire, keys, "c:a", "10000", "0") })
+	if len(got) != 3 || got[0] != 1 || got[1] != 1 || got[2] < 1 {
+		t.Fatalf("fresh grant answered %v, want [1 1 token]", got)
 	}
+	token := got[2]
 	if pttl, _ := srv.Do(t, "PTTL", scripts.LockKey("g")).AsInt64(); pttl <= 0 || pttl > 10000 {
 		t.Fatalf("PTTL %d after the grant, want the 10 s lease", pttl)
 	}
 	// A repeat of the same grant (its reply lost) is answered the same.
-	if again := run(t, c, scripts.Acquire, keys, "c:a", "10000", "0"); len(again) != 3 || again[0] != 1 || again[1] != 1 {
+	if again := run(t, c, scripts.Acquire, keys, "c:a", "10000", "0"); len(again) != 3 || again[0] != 1 || again[1] != 1 || again[2] != token {
 		t.Fatalf("repeat of the grant answered %v", again)
 	}
-
-	// An old per-name counter ahead of the slot counter: the general path
-	// takes a token above it.
-	keys = scripts.GrantKeys("h", scripts.FairQueueKey("h"), scripts.WaitKey("h"))
-	srv.Do(t, "SET", scripts.LegacyFenceKey("h"), "100")
-	if got := run(t, c, scripts.Acquire, keys, "c:a", "10000", "0"); len(got) != 3 || got[0] != 1 || got[2] <= 100 {
-		t.Fatalf("grant over an old counter at 100 answered %v", got)
+	count("a final release", 2, func() { got = run(t, c, scripts.Release, keys[:1], "c:a", "1", scripts.Channel("g"), "0") })
+	if len(got) != 1 || got[0] != 0 {
+		t.Fatalf("release answered %v", got)
 	}
 }

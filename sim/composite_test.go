@@ -116,8 +116,8 @@ func TestSimLockAllAllOrNothingNoDeadlock(t *testing.T) {
 			}
 			owners := func(name string, d *sim.Deployment) []string {
 				var out []string
-				for _, r := range d.Node().Do("HGETALL", scripts.LockKey(name)).Array {
-					out = append(out, r.Str)
+				if h, ok := scripts.ParseHold(d.Node().Do("GET", scripts.LockKey(name)).Str); ok {
+					out = append(out, h.Field, strconv.FormatInt(h.Count, 10))
 				}
 				return out
 			}

@@ -169,12 +169,19 @@ func (n *Node) Do(args ...string) Reply {
 		n.write("SET", a[0], s, "KEEPTTL")
 		return intReply(cur + by)
 	case "PEXPIRE", "PEXPIREAT":
-		if need(2, true) {
+		if need(2, false) || len(a) > 3 {
 			return arity(cmd)
 		}
 		v, err := strconv.ParseInt(a[1], 10, 64)
 		if err != nil {
 			return notInt()
+		}
+		cond := ""
+		if len(a) == 3 {
+			cond = strings.ToUpper(a[2])
+			if cond != "NX" && cond != "XX" && cond != "GT" && cond != "LT" {
+				return errReply("ERR Unsupported option " + a[2])
+			}
 		}
 		e := n.get(a[0])
 		if e == nil {
@@ -183,6 +190,26 @@ func (n *Node) Do(args ...string) Reply {
 		at := time.UnixMilli(v)
 		if cmd == "PEXPIRE" {
 			at = n.now().Add(time.Duration(v) * time.Millisecond)
+		}
+		// The conditions of Redis 7.0: a key without a TTL counts as one
+		// that never expires (GT never sets it, LT always does).
+		switch persistent := e.expireAt.IsZero(); cond {
+		case "NX":
+			if !persistent {
+				return intReply(0)
+			}
+		case "XX":
+			if persistent {
+				return intReply(0)
+			}
+		case "GT":
+			if persistent || !at.After(e.expireAt) {
+				return intReply(0)
+			}
+		case "LT":
+			if !persistent && !at.Before(e.expireAt) {
+				return intReply(0)
+			}
 		}
 		if !at.After(n.now()) {
 			delete(n.data, a[0])
@@ -204,6 +231,17 @@ func (n *Node) Do(args ...string) Reply {
 			return intReply(-1)
 		}
 		return intReply(int64(e.expireAt.Sub(n.now()) / time.Millisecond))
+	case "TYPE":
+		if need(1, true) {
+			return arity(cmd)
+		}
+		switch e := n.get(a[0]); {
+		case e == nil:
+			return statusReply("none")
+		case e.hash != nil:
+			return statusReply("hash")
+		}
+		return statusReply("string")
 	case "PERSIST":
 		if need(1, true) {
 			return arity(cmd)
@@ -376,13 +414,13 @@ func (n *Node) Do(args ...string) Reply {
 	return errReply(fmt.Sprintf("ERR unknown command '%s'", args[0]))
 }
 
-// set implements SET key value [PX ms] [NX|XX] [KEEPTTL].
+// set implements SET key value [PX ms] [NX|XX] [KEEPTTL] [GET].
 func (n *Node) set(a []string) Reply {
 	if len(a) < 2 {
 		return arity("SET")
 	}
 	var px int64 = -1
-	nx, xx, keep := false, false, false
+	nx, xx, keep, get := false, false, false, false
 	for i := 2; i < len(a); i++ {
 		switch strings.ToUpper(a[i]) {
 		case "PX":
@@ -404,13 +442,31 @@ func (n *Node) set(a []string) Reply {
 			xx = true
 		case "KEEPTTL":
 			keep = true
+		case "GET":
+			get = true
 		default:
 			return syntaxErr()
 		}
 	}
+	if (nx && xx) || (keep && px > 0) {
+		return syntaxErr()
+	}
 	old := n.get(a[0])
+	// GET answers the old value (nil when there was none); on a hash, SET
+	// GET fails and writes nothing, as in Redis 7.0.
+	prev := nilReply()
+	if get && old != nil {
+		if old.str == nil {
+			return wrongType()
+		}
+		prev = bulkReply(*old.str)
+	}
+	done := okReply()
+	if get {
+		done = prev
+	}
 	if (nx && old != nil) || (xx && old == nil) {
-		return nilReply()
+		return prev
 	}
 	s := a[1]
 	e := &entry{str: &s}
@@ -425,7 +481,7 @@ func (n *Node) set(a []string) Reply {
 	if !e.expireAt.IsZero() {
 		n.write("PEXPIREAT", a[0], strconv.FormatInt(e.expireAt.UnixMilli(), 10))
 	}
-	return okReply()
+	return done
 }
 
 // hash returns the hash at key (nil if absent and !create); bad is true

@@ -78,14 +78,15 @@ func TestReplicationLogReplays(t *testing.T) {
 	now := t0
 	clock := func() time.Time { return now }
 	primary, replica := NewNode(clock), NewNode(clock)
-	keys := scripts.GrantKeys("r", scripts.FairQueueKey("r"), scripts.WaitKey("r"))
+	keys := scripts.GrantKeys("r", scripts.FairQueueKey("r"))
 	primary.Eval(scripts.Acquire, keys, []string{"c:a", "5000", "0"})
 	primary.Eval(scripts.Acquire, keys, []string{"c:a", "5000", "1"})
+	primary.Eval(scripts.Acquire, keys, []string{"c:b", "5000", "0"}) // marks the hold
 	primary.Do("SET", "plain", "1", "PX", "9000")
 	primary.Do("INCR", "plain")
 	now = now.Add(time.Second)
 	primary.Eval(scripts.Renew, keys[:1], []string{"c:a", "8000"})
-	primary.Eval(scripts.Release, []string{keys[0], keys[4]}, []string{"c:a", "2", scripts.Channel("r"), "0"})
+	primary.Eval(scripts.Release, keys[:1], []string{"c:a", "2", scripts.Channel("r"), "0"})
 	for _, cmd := range primary.Log() {
 		replica.Apply(cmd)
 	}
@@ -110,11 +111,11 @@ func drawOp(t *rapid.T) op {
 	field := rapid.SampledFrom([]string{"c1:x", "c1:y", "c2:x"}).Draw(t, "field")
 	lease := rapid.SampledFrom([]string{"100000", "200000", "50000"}).Draw(t, "lease")
 	expected := strconv.Itoa(rapid.IntRange(0, 3).Draw(t, "expected"))
-	switch rapid.IntRange(0, 14).Draw(t, "kind") {
+	switch rapid.IntRange(0, 22).Draw(t, "kind") {
 	case 0, 1, 2:
-		return op{"acquire", scripts.Acquire, scripts.GrantKeys(name, scripts.FairQueueKey(name), scripts.WaitKey(name)), []string{field, lease, expected}}
+		return op{"acquire", scripts.Acquire, scripts.GrantKeys(name, scripts.FairQueueKey(name)), []string{field, lease, expected}}
 	case 3, 4:
-		return op{"release", scripts.Release, []string{lock, scripts.WaitKey(name)}, []string{field, expected, ch, rapid.SampledFrom([]string{"0", "1"}).Draw(t, "waiters")}}
+		return op{"release", scripts.Release, []string{lock}, []string{field, expected, ch, rapid.SampledFrom([]string{"0", "1"}).Draw(t, "waiters")}}
 	case 5:
 		other := scripts.LockKey(rapid.SampledFrom([]string{"a", "b"}).Draw(t, "other"))
 		return op{"renew", scripts.Renew, []string{lock, other}, []string{field, lease, field, lease}}
@@ -123,7 +124,8 @@ func drawOp(t *rapid.T) op {
 	case 7:
 		return op{"hset", "", nil, []string{"HSET", lock, field, rapid.SampledFrom([]string{"1", "2", "x"}).Draw(t, "v")}}
 	case 8:
-		return op{"wrongtype", "", nil, []string{"SET", lock, "not-a-hash"}}
+		v := rapid.SampledFrom([]string{"not-a-hold", "1:5:" + field, "w2:7:" + field}).Draw(t, "v")
+		return op{"set", "", nil, []string{"SET", lock, v}}
 	case 9:
 		return op{"incr", "", nil, []string{"INCR", fence}}
 	case 10:
@@ -131,9 +133,45 @@ func drawOp(t *rapid.T) op {
 	case 11:
 		return op{"hgetall", "", nil, []string{"HGETALL", lock}}
 	case 12:
-		return op{"pexpire", "", nil, []string{"PEXPIRE", lock, lease}}
+		opt := rapid.SampledFrom([]string{"", "GT", "LT", "NX", "XX"}).Draw(t, "opt")
+		if opt == "" {
+			return op{"pexpire", "", nil, []string{"PEXPIRE", lock, lease}}
+		}
+		// Below or above every lease drawn, so that most outcomes are
+		// decided; two equal deadlines still make GT and LT depend on
+		// whether a millisecond passed between the calls ("pexpire-if").
+		ms := rapid.SampledFrom([]string{"10000", "300000"}).Draw(t, "ms")
+		return op{"pexpire-if", "", nil, []string{"PEXPIRE", lock, ms, opt}}
 	case 13:
 		return op{"hmget", "", nil, []string{"HMGET", lock, field, "kind", field}}
+	case 14:
+		return op{"handoff", scripts.Handoff, scripts.GrantKeys(name, scripts.FairQueueKey(name)),
+			[]string{field, rapid.SampledFrom([]string{"c1:x", "c1:y", "c2:x"}).Draw(t, "to"), lease}}
+	case 15:
+		if rapid.Bool().Draw(t, "hash renew") {
+			return op{"hash_renew", scripts.HashRenew, []string{lock}, []string{field, lease}}
+		}
+		return op{"type", "", nil, []string{"TYPE", lock}}
+	case 16:
+		return op{"getlock", "", nil, []string{"GET", lock}}
+	case 17:
+		// SET's options as the scripts combine them (each of NX and XX
+		// alone, each of PX and KEEPTTL alone, GET with any).
+		args := []string{"SET", lock, "1:9:" + field}
+		args = append(args, rapid.SampledFrom([][]string{{}, {"NX"}, {"XX"}}).Draw(t, "nx")...)
+		args = append(args, rapid.SampledFrom([][]string{{}, {"PX", lease}, {"KEEPTTL"}}).Draw(t, "ttl")...)
+		if rapid.Bool().Draw(t, "get") {
+			args = append(args, "GET")
+		}
+		return op{"setopts", "", nil, args}
+	case 18:
+		return op{"inspect", scripts.Inspect, []string{lock}, nil}
+	case 19:
+		return op{"force_unlock", scripts.ForceUnlock, scripts.GrantKeys(name), []string{ch}}
+	case 20:
+		return op{"queue", "", nil, []string{"HSET", scripts.FairQueueKey(name), "seq", "1"}}
+	case 21:
+		return op{"unqueue", "", nil, []string{"DEL", scripts.FairQueueKey(name)}}
 	default:
 		return op{"pttl", "", nil, []string{"PTTL", lock}}
 	}
@@ -198,6 +236,9 @@ func same(desc string, sim, real Reply) bool {
 		if desc == "pttl" && sim.Int > 0 && real.Int > 0 {
 			return abs(sim.Int-real.Int) < 2000
 		}
+		if desc == "pexpire-if" && sim.Int|real.Int == 1 {
+			return true // 0 or 1: set or not, the keyspaces tell
+		}
 		return sim.Int == real.Int
 	case ReplyArray:
 		if len(sim.Array) != len(real.Array) {
@@ -205,8 +246,10 @@ func same(desc string, sim, real Reply) bool {
 		}
 		for i := range sim.Array {
 			d := desc
-			if desc == "acquire" && i == 1 && sim.Array[0].Int == 0 {
-				d = "pttl" // {0, pttl}
+			if desc == "acquire" && i == 1 && sim.Array[0].Int == 0 ||
+				desc == "handoff" && i == 2 && sim.Array[1].Int == 0 ||
+				desc == "inspect" && i == 0 {
+				d = "pttl" // {0, pttl}, {left, 0, pttl}, {pttl, ...}
 			}
 			if !same(d, sim.Array[i], real.Array[i]) {
 				return false

@@ -55,7 +55,7 @@ func startPasswordServer(t *testing.T) *redistest.Server {
 	srv := redistest.Start(t)
 	srv.Do(t, "ACL", "SETUSER", "ops", "on", ">Open-Sesame-42", "~*", "&*", "+@all")
 	srv.Do(t, "ACL", "SETUSER", "scriptless", "on", ">No-Scripts-42", "~*", "&*", "+@all", "-@scripting")
-	srv.Do(t, "ACL", "SETUSER", "nohincrby", "on", ">No-Hincrby-42", "~*", "&*", "+@all", "-hincrby")
+	srv.Do(t, "ACL", "SETUSER", "noincr", "on", ">No-Incr-42", "~*", "&*", "+@all", "-incr")
 	srv.Do(t, "ACL", "SETUSER", "default", "off")
 	return srv
 }
@@ -102,8 +102,8 @@ func TestNotPermitted(t *testing.T) {
 	srv := startPasswordServer(t)
 	url := "redis://scriptless:No-Scripts-42@" + srv.Addr
 	// This one passes the Inspect before the wait; the acquire script's
-	// HINCRBY is denied, and the Lock ends with ErrRedis at once.
-	denied := "redis://nohincrby:No-Hincrby-42@" + srv.Addr
+	// INCR (the fencing token) is denied, and the Lock ends with ErrRedis at once.
+	denied := "redis://noincr:No-Incr-42@" + srv.Addr
 	for _, args := range [][]string{
 		{"status", "--redis", url, "guarded"},
 		{"exec", "--redis", url, "guarded", "--", "true"}, // no --wait: it would wait forever
@@ -113,7 +113,7 @@ func TestNotPermitted(t *testing.T) {
 		if r.code != exitNoPerm || !(strings.Contains(r.stderr, "NOPERM") || strings.Contains(r.stderr, "can't run this command")) {
 			t.Errorf("holdfast %s: exit %d, stderr %q; want %d and the server's denial", args[0], r.code, r.stderr, exitNoPerm)
 		}
-		if strings.Contains(r.stderr, "No-Scripts-42") || strings.Contains(r.stderr, "No-Hincrby-42") {
+		if strings.Contains(r.stderr, "No-Scripts-42") || strings.Contains(r.stderr, "No-Incr-42") {
 			t.Errorf("holdfast %s: stderr shows the password: %q", args[0], r.stderr)
 		}
 		t.Logf("holdfast %s -> exit %d: %s", args[0], r.code, strings.TrimSpace(r.stderr))

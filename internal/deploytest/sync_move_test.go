@@ -34,7 +34,7 @@ type syncMove struct {
 	slot     uint16
 	from, to *topology.Node
 	frozen   *topology.Node // to's replica
-	held     string         // a hold's key (field "f") for the renewals
+	held     string         // a hold's key (owner field "f") for the renewals
 }
 
 func startSyncMove(t *testing.T) *syncMove {
@@ -47,8 +47,7 @@ func startSyncMove(t *testing.T) *syncMove {
 		s.to = c.Masters[1]
 	}
 	s.frozen = c.ReplicasOf(s.to)[0]
-	s.from.MustDo("HSET", s.held, "f", "1")
-	s.from.MustDo("PEXPIRE", s.held, "600000")
+	s.from.MustDo("SET", s.held, scripts.Hold{Field: "f", Count: 1, Token: 1}.String(), "PX", "600000")
 	return s
 }
 
@@ -164,8 +163,8 @@ func TestClusterSyncSlotMoved(t *testing.T) {
 	ctx := context.Background()
 	l := after.hf.Lock(ctx, "sync}after")
 	mustAcquire(t, l)
-	if n, _ := s.to.MustDo("HLEN", scripts.LockKey("sync}after")).AsInt64(); n != 1 {
-		t.Fatalf("the grant's hash on the new master has %d fields, want 1", n)
+	if v, _ := s.to.MustDo("GET", scripts.LockKey("sync}after")).ToString(); v == "" {
+		t.Fatal("the grant's key is not on the new master")
 	}
 	if err := l.Release(ctx); err != nil {
 		t.Fatalf("release: %v", err)

@@ -334,8 +334,8 @@ var electMutants = map[string]struct {
 		"", "one leader:"},
 	// The term is read from the fence counter, not taken: two leaders
 	// share a term.
-	"terms": {scripts.ElectAcquireScript, "local term = fence_take(KEYS[2], KEYS[3])",
-		"local term = fence_peek(KEYS[2], KEYS[3])", "terms:"},
+	"terms": {scripts.ElectAcquireScript, "local term = fence_take(KEYS[2])",
+		"local term = fence_peek(KEYS[2])", "terms:"},
 	// A resignation is not announced: observers learn of it only at the
 	// end of the lease they last read.
 	"silent resignation": {scripts.ElectReleaseScript, "redis.call('publish', ARGV[3], 'vacant:' .. (got[4] or '0'))", "", "convergence:"},

@@ -38,8 +38,14 @@ func TestCrossSlotAnswersAsTheScript(t *testing.T) {
 				if s == scripts.RedissonRWRenewScript {
 					key = name
 				}
-				do("HSET", key, "f1", "1", "f3", "1", "kind", "semaphore")
-				do("PEXPIRE", key, "500")
+				if s == scripts.RenewScript {
+					// The reentrant lock's key is a string: one holder each.
+					holder := map[string]string{"a": "f1", "c": "f3"}[name]
+					do("SET", key, scripts.Hold{Field: holder, Count: 1, Token: 1}.String(), "PX", "500")
+				} else {
+					do("HSET", key, "f1", "1", "f3", "1", "kind", "semaphore")
+					do("PEXPIRE", key, "500")
+				}
 				if s.HoldKey != nil && s.RenewedKey(name, "f1") != key {
 					do("SET", s.RenewedKey(name, "f1"), "1", "PX", "500")
 					do("SET", s.RenewedKey(name, "f3"), "1", "PX", "500")

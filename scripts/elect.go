@@ -66,7 +66,7 @@ func ValidateValue(value string) error {
 
 // ElectAcquireCall builds the keys and arguments of elect_acquire.lua.
 func ElectAcquireCall(name, field string, lease time.Duration, expected int64, value string) (keys, args []string) {
-	return []string{LockKey(name), FenceKey(name), LegacyFenceKey(name), FairQueueKey(name)},
+	return []string{LockKey(name), FenceKey(name), FairQueueKey(name)},
 		[]string{field, Millis(lease), strconv.FormatInt(expected, 10), value, Channel(name)}
 }
 

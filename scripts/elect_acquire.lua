@@ -8,9 +8,8 @@
 --          field value  -> what the leader announced (Client.Elect's value)
 --          field term   -> the leader's term: the fencing token of its grant
 --          PEXPIRE = the leader's lease
--- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
--- KEYS[3]                 old per-name counter (see fence.lua)
--- KEYS[4]  fair queue     holdfast:{NAME}:q   only read: a name queued as fair is not ours
+-- KEYS[2]  fence counter  scripts.FenceKey(NAME) (see fence.lua)
+-- KEYS[3]  fair queue     holdfast:{NAME}:q   only read: a name queued as fair is not ours
 -- ARGV[1]  owner field    CLIENTID:INSTANCE:OWNER
 -- ARGV[2]  lease in milliseconds
 -- ARGV[3]  the count the caller believes the owner holds (0 = fresh)
@@ -42,7 +41,7 @@ local lease, expected = tonumber(ARGV[2]), tonumber(ARGV[3])
 if #f == 0 or #ARGV[4] == 0 then
   return redis.error_reply('ERR elect_acquire: empty owner field or value')
 end
-if redis.call('exists', KEYS[4]) == 1 then return {-2} end
+if redis.call('exists', KEYS[3]) == 1 then return {-2} end
 local got = redis.pcall('hmget', key, 'kind', 'owner', 'count', 'term')
 if got.err then return {-2} end
 local leader = false
@@ -66,7 +65,7 @@ if leader then
   return {0, redis.call('pttl', key)}
 end
 
-local term = fence_take(KEYS[2], KEYS[3])
+local term = fence_take(KEYS[2])
 redis.call('del', key) -- a marked hash without a leader is no state to keep
 redis.call('hset', key, 'kind', 'election', 'owner', f, 'count', 1, 'value', ARGV[4], 'term', term)
 redis.call('pexpire', key, lease)

@@ -2,8 +2,7 @@
 -- leads (Client.ForceUnlock, an operator's tool; layout in elect_acquire.lua).
 --
 -- KEYS[1]  election hash  holdfast:{NAME}
--- KEYS[2]  fence counters scripts.FenceKeys(NAME): the slot counter, then the
--- KEYS[3]                 old per-name counter (see fence.lua)
+-- KEYS[2]  fence counter  scripts.FenceKey(NAME) (see fence.lua)
 -- ARGV[1]  the election's pub/sub channel
 --
 -- Reply: 1 when a leader was removed, 0 when nobody led or the name is in
@@ -15,6 +14,6 @@
 local got = redis.pcall('hmget', KEYS[1], 'kind', 'term')
 if got.err or got[1] ~= 'election' then return 0 end
 redis.call('del', KEYS[1])
-fence_take(KEYS[2], KEYS[3])
+fence_take(KEYS[2])
 redis.call('publish', ARGV[1], 'vacant:' .. (got[2] or '0'))
 return 1

@@ -19,8 +19,7 @@ func TestShebangScripts(t *testing.T) {
 	if r := n.EvalSHA(SHA1(src), nil, nil); r.Int != 7 {
 		t.Fatalf("EVALSHA of a script with flags: %v", r)
 	}
-	n.Do("HSET", scripts.LockKey("a"), "f", "1")
-	n.Do("PEXPIRE", scripts.LockKey("a"), "100")
+	n.Do("SET", scripts.LockKey("a"), scripts.Hold{Field: "f", Count: 1, Token: 1}.String(), "PX", "100")
 	c := scripts.Call{Script: scripts.RenewScript, Keys: []string{scripts.LockKey("a"), scripts.LockKey("b")}, Args: []string{"f", "5000", "f", "5000"}}
 	if r := n.Eval(scripts.CrossSlot(scripts.Renew), nil, scripts.CrossSlotArgs(c)); r.String() != "[(integer) 1, (integer) 0]" {
 		t.Fatalf("cross-slot renew: %v", r)

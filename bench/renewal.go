@@ -139,13 +139,13 @@ func renewalRound(ctx context.Context, e *env, scenario, lib string, n int, wind
 	acquired := time.Since(t0)
 	heldN := n - int(failed.Load())
 	if r := retries.Load(); r > 0 {
-		e.notef("renewal/%s: %d Lock calls failed or timed out and were retried, first: %v", lib, r, firstErr.Load())
+		e.notef(scenario+"/%s: %d Lock calls failed or timed out and were retried, first: %v", lib, r, firstErr.Load())
 	}
 	if heldN == 0 {
 		return fmt.Errorf("no lock acquired within %v", acquireBudget(e))
 	}
 	if heldN < n {
-		e.notef("renewal/%s: only %d of %d locks acquired within %v; the figures are for those", lib, heldN, n, acquireBudget(e))
+		e.notef(scenario+"/%s: only %d of %d locks acquired within %v; the figures are for those", lib, heldN, n, acquireBudget(e))
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&m1)

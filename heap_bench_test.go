@@ -156,3 +156,73 @@ func settle() {
 	runtime.GC()
 	runtime.GC()
 }
+
+// BenchmarkHeapPerQuietHold is issue 41's heap per quiet hold: 100,000
+// locks held at once by one Client with the watchdog, asleep as records
+// (past the idle linger) and renewing — WatchdogTimeout 9 s, so the
+// records renew every 3 s and the cost is read after a round of renewals
+// (a shorter lease lost holds on the shared 2-core machine). It reports the live heap the holds add, the user's *Lock
+// handles included, per hold (B/hold): the mean of four readings a
+// quarter second apart, since renewals in flight come and go. The names
+// are the caller's and are made before the baseline.
+func BenchmarkHeapPerQuietHold(b *testing.B) {
+	const n = 100_000
+	srv := redistest.Start(b)
+	c := newClient(b, srv, holdfast.Config{WatchdogTimeout: 9 * time.Second})
+	ctx := context.Background()
+	l := c.Lock(ctx, "quiet-warmup")
+	if err := l.Wait(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		b.Fatal(err)
+	}
+	names := make([]string, n)
+	locks := make([]*holdfast.Lock, n)
+	var total float64
+	lost := 0
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		for j := range names {
+			names[j] = fmt.Sprintf("quiet-%d-%d", i, j)
+		}
+		var m0, m1 runtime.MemStats
+		settle()
+		runtime.ReadMemStats(&m0)
+		parallelN(64, n, func(j int) {
+			locks[j] = c.Lock(ctx, names[j])
+			if err := locks[j].Wait(ctx); err != nil {
+				b.Error(err)
+			}
+		})
+		deadline := time.Now().Add(4 * waitFor)
+		for holdfast.Sleeping(c) < n && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if s := holdfast.Sleeping(c); s < n {
+			b.Fatalf("%d of %d held locks asleep after %v", s, n, 4*waitFor)
+		}
+		time.Sleep(3 * time.Second) // a round of renewals
+		var heap float64
+		for range 4 {
+			time.Sleep(250 * time.Millisecond)
+			settle()
+			runtime.ReadMemStats(&m1)
+			heap += (float64(m1.HeapAlloc) - float64(m0.HeapAlloc)) / 4
+		}
+		total += heap
+		for _, l := range locks {
+			select {
+			case <-l.Lost:
+				lost++
+			default:
+			}
+		}
+		parallelN(64, n, func(j int) {
+			locks[j].Release(ctx) // a lost hold answers ErrNotHeld
+			locks[j] = nil
+		})
+	}
+	b.ReportMetric(total/float64(b.N*n), "B/hold")
+	b.ReportMetric(float64(lost)/float64(b.N), "lost-holds")
+}

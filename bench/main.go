@@ -71,6 +71,7 @@ var scenarios = []scenario{
 	{"semaphore", runSemaphore},
 	{"waiting", runWaiting},
 	{"renewal", runRenewal},
+	{"scale", runScale},
 	{"clients", runClients},
 	{"ceiling", runCeiling},
 	{"layouts", runLayouts},
@@ -115,8 +116,8 @@ func run() int {
 		}
 	}
 	for s := range want {
-		if !contains(scenarioNames(), s) {
-			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (have %s)\n", s, strings.Join(scenarioNames(), ", "))
+		if !contains(runNames(), s) {
+			fmt.Fprintf(os.Stderr, "bench: unknown scenario %q (have %s)\n", s, strings.Join(runNames(), ", "))
 			return 2
 		}
 	}
@@ -235,9 +236,23 @@ func (e *env) settings() string {
 		mode, where, e.srv.addr, e.res.redisVersion, e.rounds(), e.retryDelay, e.res.elapsed.Seconds())
 }
 
+// runNames are the scenarios -only takes.
+func runNames() []string {
+	var out []string
+	for _, s := range scenarios {
+		out = append(out, s.name)
+	}
+	return out
+}
+
+// scenarioNames are the scenarios figures go under, in the tables' order.
 func scenarioNames() []string {
 	var out []string
 	for _, s := range scenarios {
+		if s.name == "scale" {
+			out = append(out, scaleScenarios()...) // its figures go by size
+			continue
+		}
 		out = append(out, s.name)
 	}
 	return out

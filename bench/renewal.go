@@ -36,7 +36,7 @@ func runRenewal(e *env) error {
 			lib := libs[(r+i)%len(libs)]
 			var err error
 			labelled("renewal", lib, func(ctx context.Context) {
-				err = renewalRound(ctx, e, lib, n, window)
+				err = renewalRound(ctx, e, "renewal", lib, n, window)
 			})
 			if err != nil {
 				return fmt.Errorf("%s: %w", lib, err)
@@ -67,7 +67,9 @@ func lost(h held) bool {
 	}
 }
 
-func renewalRound(ctx context.Context, e *env, lib string, n int, window time.Duration) error {
+// renewalRound holds n locks of lib and records what keeping them costs
+// under scenario.
+func renewalRound(ctx context.Context, e *env, scenario, lib string, n int, window time.Duration) error {
 	ctr := newCounter()
 	cl, err := e.open(lib, ctr, openOpts{watchdog: renewalWatchdog, extend: renewalWatchdog / 3})
 	if err != nil {
@@ -137,13 +139,13 @@ func renewalRound(ctx context.Context, e *env, lib string, n int, window time.Du
 	acquired := time.Since(t0)
 	heldN := n - int(failed.Load())
 	if r := retries.Load(); r > 0 {
-		e.notef("renewal/%s: %d Lock calls failed or timed out and were retried, first: %v", lib, r, firstErr.Load())
+		e.notef(scenario+"/%s: %d Lock calls failed or timed out and were retried, first: %v", lib, r, firstErr.Load())
 	}
 	if heldN == 0 {
 		return fmt.Errorf("no lock acquired within %v", acquireBudget(e))
 	}
 	if heldN < n {
-		e.notef("renewal/%s: only %d of %d locks acquired within %v; the figures are for those", lib, heldN, n, acquireBudget(e))
+		e.notef(scenario+"/%s: only %d of %d locks acquired within %v; the figures are for those", lib, heldN, n, acquireBudget(e))
 	}
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
@@ -166,7 +168,8 @@ func renewalRound(ctx context.Context, e *env, lib string, n int, window time.Du
 		heldHeap += float64(m1.HeapAlloc) / samples
 	}
 	k1, w1 := ctr.evalKeys.Load(), time.Now()
-	usage := cpu.stop().report(float64(k1-k0), "renewed key")
+	usageWin := cpu.stop()
+	usage := usageWin.report(float64(k1-k0), "renewed key")
 	c1, stats1 := ctr.snapshot(), e.snapshot()
 	lostN := 0
 	for _, h := range hs {
@@ -176,11 +179,14 @@ func renewalRound(ctx context.Context, e *env, lib string, n int, window time.Du
 	}
 	cmds := steady(countsDelta(c0, c1))
 	secs := w1.Sub(w0).Seconds()
-	e.res.add("renewal", lib, "renewal_commands_per_s", float64(sumCalls(cmds))/secs)
-	e.res.add("renewal", lib, "heap_bytes_per_lock", (heldHeap-float64(m0.HeapAlloc))/float64(heldN))
-	e.res.add("renewal", lib, "heap_bytes_per_lock_at_grant", (float64(atGrant)-float64(m0.HeapAlloc))/float64(heldN))
-	e.res.add("renewal", lib, "lost_holds", float64(lostN))
-	e.notef("renewal/%s: %d locks acquired in %.1f s; held %v; heap %.0f B/lock (%.0f at grant); client commands %s naming %.0f keys/s; server calls incl. inside scripts %.0f/s; %s; goroutine stacks +%.0f B/lock",
+	e.res.add(scenario, lib, "renewal_commands_per_s", float64(sumCalls(cmds))/secs)
+	e.res.add(scenario, lib, "heap_bytes_per_lock", (heldHeap-float64(m0.HeapAlloc))/float64(heldN))
+	e.res.add(scenario, lib, "heap_bytes_per_lock_at_grant", (float64(atGrant)-float64(m0.HeapAlloc))/float64(heldN))
+	e.res.add(scenario, lib, "lost_holds", float64(lostN))
+	if scenario != "renewal" {
+		e.res.add(scenario, lib, "client_cpu_percent", 100*float64(usageWin.self)/float64(usageWin.wall))
+	}
+	e.notef(scenario+"/%s: %d locks acquired in %.1f s; held %v; heap %.0f B/lock (%.0f at grant); client commands %s naming %.0f keys/s; server calls incl. inside scripts %.0f/s; %s; goroutine stacks +%.0f B/lock",
 		lib, heldN, acquired.Seconds(), window.Round(time.Millisecond),
 		(heldHeap-float64(m0.HeapAlloc))/float64(heldN), (float64(atGrant)-float64(m0.HeapAlloc))/float64(heldN),
 		fmtCounts(cmds), float64(k1-k0)/secs,
@@ -194,7 +200,7 @@ func renewalRound(ctx context.Context, e *env, lib string, n int, window time.Du
 		}
 		cancels[i]()
 	})
-	e.logf("renewal/%s: released %d locks in %.1f s", lib, n, time.Since(t1).Seconds())
+	e.logf(scenario+"/%s: released %d locks in %.1f s", lib, n, time.Since(t1).Seconds())
 	return nil
 }
 

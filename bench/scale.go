@@ -1,0 +1,175 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// scaleSizes are the hold counts of the scale scenario (issue 41): what
+// keeping locks costs as their number grows.
+var scaleSizes = []int{1_000, 10_000, 100_000}
+
+// runScale holds each of scaleSizes locks in turn with the watchdog, as
+// the renewal scenario does (WatchdogTimeout 3 s, renewed every second),
+// and records per size, as scenario scale-1k, scale-10k, scale-100k: heap
+// per hold, renewal calls per second, the client's CPU (percent of a core)
+// and lost holds, for holdfast and rueidislock (redsync and redislock
+// have no watchdog). One round per size; -quick stops at 10,000.
+func runScale(e *env) error {
+	libs := []string{}
+	for _, l := range e.libs {
+		if l == libHoldfast || l == libRueidislock {
+			libs = append(libs, l)
+		}
+	}
+	for _, n := range scaleSizes {
+		if e.quick && n > 10_000 {
+			break
+		}
+		scenario := scaleScenario(n)
+		for _, lib := range libs {
+			var err error
+			labelled(scenario, lib, func(ctx context.Context) {
+				err = renewalRound(ctx, e, scenario, lib, n, renewalWatchdog)
+			})
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", scenario, lib, err)
+			}
+			e.flush()
+		}
+	}
+	return runScaleWaiters(e)
+}
+
+// scaleScenario names the figures of n holds.
+func scaleScenario(n int) string { return fmt.Sprintf("scale-%dk", n/1000) }
+
+// scaleScenarios are the names the scale scenario's figures go under.
+func scaleScenarios() []string {
+	var out []string
+	for _, n := range scaleSizes {
+		out = append(out, scaleScenario(n))
+	}
+	return append(out, scaleWaitersScenario)
+}
+
+// Waiters on many names: scaleNames names, each held by one client while
+// scalePerName callers of another client wait for it, for scaleWait.
+const (
+	scaleNames   = 1_000
+	scalePerName = 10
+	scaleWait    = 3 * time.Second
+)
+
+// scaleWaitersScenario is the name the waiters' figures go under.
+const scaleWaitersScenario = "scale-waiters"
+
+// runScaleWaiters measures what 10,000 waiters on 1,000 names cost their
+// client while they wait (commands it writes, subscriptions among them,
+// its process's CPU) and how long they take to drain once the holds are
+// released. holdfast and rueidislock wait for a notification; redsync and
+// redislock poll each waiter every 16 ms (some 600,000 commands/s here)
+// and are left out.
+func runScaleWaiters(e *env) error {
+	for _, lib := range e.libs {
+		if lib != libHoldfast && lib != libRueidislock {
+			continue
+		}
+		var err error
+		labelled(scaleWaitersScenario, lib, func(ctx context.Context) {
+			err = scaleWaitersRound(ctx, e, lib)
+		})
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", scaleWaitersScenario, lib, err)
+		}
+		e.flush()
+	}
+	return nil
+}
+
+func scaleWaitersRound(ctx context.Context, e *env, lib string) error {
+	holderCtr, waiterCtr := newCounter(), newCounter()
+	holder, err := e.open(lib, holderCtr, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer holder.Close()
+	waiter, err := e.open(lib, waiterCtr, openOpts{})
+	if err != nil {
+		return err
+	}
+	defer waiter.Close()
+	ctx, cancel := context.WithTimeout(ctx, scaleWait+2*time.Minute)
+	defer cancel()
+	if err := useOnce(ctx, waiter, "sw:warm:"+lib); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	names := make([]string, scaleNames)
+	hs := make([]held, scaleNames)
+	for i := range names {
+		names[i] = fmt.Sprintf("sw:%s:%d", lib, i)
+	}
+	var herr error
+	var mu sync.Mutex
+	parallel(64, scaleNames, func(i int) {
+		h, err := holder.Lock(ctx, names[i])
+		mu.Lock()
+		defer mu.Unlock()
+		hs[i] = h
+		if err != nil && herr == nil {
+			herr = err
+		}
+	})
+	if herr != nil {
+		return fmt.Errorf("holder: %w", herr)
+	}
+	w0, cpu := waiterCtr.snapshot(), e.startCPU()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var last atomic.Int64
+	for i := range scaleNames * scalePerName {
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			h, err := waiter.Lock(ctx, name)
+			if err != nil {
+				failed.Add(1)
+				return
+			}
+			release(h)
+			now := time.Now().UnixNano()
+			for {
+				l := last.Load()
+				if now <= l || last.CompareAndSwap(l, now) {
+					break
+				}
+			}
+		}(names[i%scaleNames])
+	}
+	time.Sleep(scaleWait)
+	w1, win := waiterCtr.snapshot(), cpu.stop()
+	released := time.Now()
+	parallel(64, scaleNames, func(i int) { release(hs[i]) })
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("%d of %d waiters failed", n, scaleNames*scalePerName)
+	}
+	wc := countsDelta(w0, w1)
+	var subs int64
+	for k, v := range wc {
+		switch k {
+		case "subscribe", "ssubscribe", "psubscribe":
+			subs += v
+		}
+	}
+	e.res.add(scaleWaitersScenario, lib, "waiter_commands", float64(sumCalls(wc)))
+	e.res.add(scaleWaitersScenario, lib, "subscriptions", float64(subs))
+	e.res.add(scaleWaitersScenario, lib, "client_cpu_percent", 100*float64(win.self)/float64(win.wall))
+	e.res.add(scaleWaitersScenario, lib, "drain_ms", float64(time.Unix(0, last.Load()).Sub(released))/float64(time.Millisecond))
+	e.notef("%s/%s: %d waiters on %d names for %v: the waiters' client wrote %s; %s", scaleWaitersScenario, lib,
+		scaleNames*scalePerName, scaleNames, scaleWait, fmtCounts(wc), win.report(float64(scaleNames*scalePerName), "waiter"))
+	return nil
+}

@@ -172,7 +172,7 @@ func TestClusterSyncRenewalsPerNode(t *testing.T) {
 	var order []uint16
 	for i := 0; i < 60; i++ {
 		key := scripts.LockKey(fmt.Sprintf("sync-renew:%d", i))
-		c.Owner(actor.Slot(key)).MustDo("HSET", key, "f", "1")
+		c.Owner(actor.Slot(key)).MustDo("SET", key, scripts.Hold{Field: "f", Count: 1, Token: 1}.String())
 		g := group(key)
 		if _, ok := byGroup[g]; !ok {
 			order = append(order, g)

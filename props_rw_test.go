@@ -67,9 +67,16 @@ type rwWorld struct {
 	// client keeps no claim alive), the last open while it is paused.
 	dataFaults []time.Time
 	pauses     map[int][][2]time.Time
+	cutOff     []partitionSpan // partitions, each open (zero to) until healed
 	// permits > 0 makes the world a semaphore's (props_sem_test.go): its
 	// locks are Semaphore(name, permits) and check judges them as such.
 	permits int
+}
+
+// partitionSpan is a client's partition from Redis, from..to (to zero: not healed).
+type partitionSpan struct {
+	client   int
+	from, to time.Time
 }
 
 // rwHold is the validity interval of one grant, in World time.
@@ -214,9 +221,18 @@ func (p *rwWorld) faultActions() map[string]func(*rapid.T) {
 			p.noteRollback(before)
 		},
 		"partition": func(t *rapid.T) {
-			p.w.Partition(p.clients[rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")])
+			i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
+			p.w.Partition(p.clients[i])
+			p.cutOff = append(p.cutOff, partitionSpan{client: i, from: p.w.Now()})
 		},
-		"heal":    func(*rapid.T) { p.w.Heal() },
+		"heal": func(*rapid.T) {
+			p.w.Heal()
+			for k := range p.cutOff {
+				if p.cutOff[k].to.IsZero() {
+					p.cutOff[k].to = p.w.Now()
+				}
+			}
+		},
 		"droppub": func(*rapid.T) { p.w.DropPubSub(0.5) },
 		"":        p.check,
 	}

@@ -247,7 +247,7 @@ func (p *rwWorld) checkClaim(t *rapid.T) {
 		}
 		return false
 	}
-	pausedBetween := func(client string, from, to time.Time) bool {
+	cutBetween := func(client string, from, to time.Time) bool {
 		for i, id := range p.ids {
 			if id != client {
 				continue
@@ -257,7 +257,14 @@ func (p *rwWorld) checkClaim(t *rapid.T) {
 					return true
 				}
 			}
-			return p.paused[i] && !p.pausedAt[i].After(to)
+			if p.paused[i] && !p.pausedAt[i].After(to) {
+				return true
+			}
+			for _, c := range p.cutOff {
+				if c.client == i && !c.from.After(to) && (c.to.IsZero() || !c.to.Before(from)) {
+					return true
+				}
+			}
 		}
 		return false
 	}
@@ -290,8 +297,8 @@ func (p *rwWorld) checkClaim(t *rapid.T) {
 				continue
 			}
 			rq := reqs[r.ref]
-			if rq == nil || faultBetween(w.at.Add(-rwRetrySpan), r.ran) || pausedBetween(w.client, w.at, r.ran) ||
-				failedBetween(w.client+"/"+w.name, w.at.Add(-rwRetrySpan), r.ran) ||
+			if rq == nil || faultBetween(w.at.Add(-rwRetrySpan), r.ran) || cutBetween(w.client, w.at.Add(-rwRetrySpan), r.ran) ||
+				failedBetween(w.client+"/"+w.name, w.at.Add(-rwRetrySpan), end) ||
 				failedBetween(r.client+"/"+r.name, rq.at.Add(-rwRetrySpan), r.ran) ||
 				held(owner(r.client, r.field), r.name, rq.at.Add(-rwRetrySpan), r.ran) {
 				continue

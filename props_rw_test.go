@@ -30,6 +30,9 @@ import (
 //     live readers renew;
 //   - a writer's wait: while a WriteLock waits, no reader of its own
 //     Client that waits is granted before it (props_rw_wait_test.go);
+//   - writer preference: while a WriteLock's claim is in Redis, no new
+//     reader of another Client is granted, a Client that holds a read lock
+//     included (checkClaim, props_rw_wait_test.go);
 //
 // and, once the faults stop, that every Lock is granted or gives up and
 // nothing is left in Redis. TestRWReadersOverlap and TestRWWriterPreference
@@ -59,9 +62,21 @@ type rwWorld struct {
 	// overlap is the most read holds (or permits) of distinct owners seen
 	// valid at once.
 	overlap int
+	// dataFaults: when failovers and restarts happened (a claim in Redis
+	// may be lost in either); pauses: each client's paused spans (a paused
+	// client keeps no claim alive), the last open while it is paused.
+	dataFaults []time.Time
+	pauses     map[int][][2]time.Time
+	cutOff     []partitionSpan // partitions, each open (zero to) until healed
 	// permits > 0 makes the world a semaphore's (props_sem_test.go): its
 	// locks are Semaphore(name, permits) and check judges them as such.
 	permits int
+}
+
+// partitionSpan is a client's partition from Redis, from..to (to zero: not healed).
+type partitionSpan struct {
+	client   int
+	from, to time.Time
 }
 
 // rwHold is the validity interval of one grant, in World time.
@@ -191,6 +206,7 @@ func (p *rwWorld) faultActions() map[string]func(*rapid.T) {
 		"resume": p.resume,
 		"failover": func(t *rapid.T) {
 			before := p.w.Generation()
+			p.dataFaults = append(p.dataFaults, p.w.Now())
 			p.w.Failover()
 			p.w.Revive()
 			p.noteRollback(before)
@@ -200,13 +216,23 @@ func (p *rwWorld) faultActions() map[string]func(*rapid.T) {
 				t.Skip("restarts are rare")
 			}
 			before := p.w.Generation()
+			p.dataFaults = append(p.dataFaults, p.w.Now())
 			p.w.RestartPrimary()
 			p.noteRollback(before)
 		},
 		"partition": func(t *rapid.T) {
-			p.w.Partition(p.clients[rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")])
+			i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
+			p.w.Partition(p.clients[i])
+			p.cutOff = append(p.cutOff, partitionSpan{client: i, from: p.w.Now()})
 		},
-		"heal":    func(*rapid.T) { p.w.Heal() },
+		"heal": func(*rapid.T) {
+			p.w.Heal()
+			for k := range p.cutOff {
+				if p.cutOff[k].to.IsZero() {
+					p.cutOff[k].to = p.w.Now()
+				}
+			}
+		},
 		"droppub": func(*rapid.T) { p.w.DropPubSub(0.5) },
 		"":        p.check,
 	}
@@ -300,12 +326,19 @@ func (p *rwWorld) pause(t *rapid.T) {
 	if !p.paused[i] {
 		p.w.Pause(p.clients[i])
 		p.paused[i], p.pausedAt[i] = true, p.w.Now()
+		if p.pauses == nil {
+			p.pauses = map[int][][2]time.Time{}
+		}
+		p.pauses[i] = append(p.pauses[i], [2]time.Time{p.w.Now(), {}})
 	}
 }
 
 func (p *rwWorld) resume(t *rapid.T) {
 	i := rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")
 	p.w.Resume(p.clients[i])
+	if n := len(p.pauses[i]); p.paused[i] && n > 0 {
+		p.pauses[i][n-1][1] = p.w.Now()
+	}
 	p.paused[i] = false
 }
 
@@ -392,6 +425,7 @@ func (p *rwWorld) check(t *rapid.T) {
 	p.checkDeadClients(t, "}:rw:")
 	p.checkEnds(t)
 	p.checkWriterWait(t)
+	p.checkClaim(t)
 }
 
 // checkValidity: no holder is told of a validity deadline past its hold's

@@ -257,21 +257,29 @@ func (a *lockActor) post(l *letter) {
 
 // send sends the machine message msg to the actor.
 func (a *lockActor) send(msg lockactor.Msg) {
+	a.post(msgLetter(msg))
+}
+
+// msgLetter puts the machine message msg in a letter.
+func msgLetter(msg lockactor.Msg) *letter {
 	l := newLetter(tagMsg)
 	l.msg = msg
 	if len(msg.Reply) <= len(l.vals) {
 		// The reply may live in a buffer its sender reuses (CallResult).
 		l.msg.Reply = l.vals[:copy(l.vals[:], msg.Reply)]
 	}
-	a.post(l)
+	return l
 }
 
-// reply delivers a script call's reply, as the last thing the call's
-// goroutine does: the actor's turn runs on it (see pool.tailBegin).
+// reply delivers a script call's reply from the goroutine that made the
+// call: the actor's turn runs on it if the actor is idle (a letter marked
+// now, see mailbox.PostUserMessage), with no hop to a runner. It used to
+// go through the pool's tail queue to the same end, at three more takes of
+// the pool's lock per call, which every sender and runner shares.
 func (a *lockActor) reply(msg lockactor.Msg) {
-	a.sys.workers.tailBegin()
-	a.send(msg)
-	a.sys.workers.tailEnd()
+	l := msgLetter(msg)
+	l.now = true
+	a.post(l)
 }
 
 // minPruneFields is the size of an actor's field set below which it is not

@@ -80,9 +80,11 @@ type System struct {
 	// The send queue of script calls (with Config.CallMany; see sendBatches).
 	sendMu  sync.Mutex
 	sendQ   []*scriptCall
-	senders int    // sendBatches goroutines running
-	sendFn  func() // s.sendBatches, bound once
-	props   *protoactor.Props
+	senders int // sendBatches goroutines running
+	// sendBufs are the buffers of senders that ended, for the next ones.
+	sendBufs []*sendBuf
+	sendFn   func() // s.sendBatches, bound once
+	props    *protoactor.Props
 
 	mu     sync.Mutex // guards the fields below, and every entry
 	actors map[string]*entry

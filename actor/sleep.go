@@ -106,7 +106,7 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	// Whatever keeps the actor awake here has a letter on its way to it
 	// (a request, a timer's, Close's), whose turn tries again, or lingers
 	// anew if the linger timer was stopped.
-	if a.e.enqueues > 0 || s.closed || !a.stopIdle() || !a.disarmTimers() {
+	if a.e.enqueues.Load() > 0 || s.closed || !a.stopIdle() || !a.disarmTimers() {
 		s.mu.Unlock()
 		return false
 	}

@@ -51,6 +51,9 @@ type lockActor struct {
 	// calls and renewals count the script calls and renewals in flight,
 	// whose replies come here: the actor stops only when both are zero.
 	calls, renewals int
+	// now is the time of the turn under way (step), which dates the
+	// timeouts of the calls it makes (callScript).
+	now time.Time
 }
 
 // effectBufs holds the buffers the machines' effects are collected in,
@@ -159,6 +162,7 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 		return
 	}
 	now := a.sys.cfg.Clock.Now()
+	a.now = now
 	buf := effectBufs.Get().(*[]lockactor.Effect)
 	effs := a.m.StepInto((*buf)[:0], now, msg)
 	for _, e := range effs {

@@ -130,6 +130,7 @@ func (a *lockActor) wake(sl *sleeper) {
 	}
 	a.handles.set(sl.rec.ID(), sl.handle)
 	a.fields.set(sl.rec.Field(), struct{}{})
+	a.now = a.sys.cfg.Clock.Now() // dates the calls of the effects (callScript)
 	for _, e := range effs {
 		a.apply(e)
 	}

@@ -342,7 +342,7 @@ func (s *System) Close(ctx context.Context) error {
 // when the System aborts calls.
 func (s *System) call(fn func(ctx context.Context)) {
 	s.inflight.Add(1)
-	b := s.callBucket()
+	b := s.callBucket(s.cfg.Clock.Now())
 	s.workers.Go(func() {
 		defer s.inflight.Done()
 		defer b.leave()
@@ -351,10 +351,10 @@ func (s *System) call(fn func(ctx context.Context)) {
 }
 
 // callBucket returns a joined bucket whose context ends between CallTimeout
-// and CallTimeout plus one wheel tick from now. Calls made within one tick
-// share it — one context and one wheel timer per tick instead of per call.
-func (s *System) callBucket() *callBucket {
-	now := s.cfg.Clock.Now()
+// and CallTimeout plus one wheel tick from now, the injected clock's time
+// just before the call is made. Calls made within one tick share it — one
+// context and one wheel timer per tick instead of per call.
+func (s *System) callBucket(now time.Time) *callBucket {
 	due := now.Add(s.cfg.CallTimeout)
 	if b := s.bucket.Load(); b != nil && !b.until.Before(due) && b.join() {
 		return b

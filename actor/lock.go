@@ -51,6 +51,9 @@ type lockActor struct {
 	// calls and renewals count the script calls and renewals in flight,
 	// whose replies come here: the actor stops only when both are zero.
 	calls, renewals int
+	// now is the time of the turn under way (step), which dates the
+	// timeouts of the calls it makes (callScript).
+	now time.Time
 }
 
 // effectBufs holds the buffers the machines' effects are collected in,
@@ -159,6 +162,7 @@ func (a *lockActor) step(ctx protoactor.Context, msg lockactor.Msg) {
 		return
 	}
 	now := a.sys.cfg.Clock.Now()
+	a.now = now
 	buf := effectBufs.Get().(*[]lockactor.Effect)
 	effs := a.m.StepInto((*buf)[:0], now, msg)
 	for _, e := range effs {
@@ -257,21 +261,29 @@ func (a *lockActor) post(l *letter) {
 
 // send sends the machine message msg to the actor.
 func (a *lockActor) send(msg lockactor.Msg) {
+	a.post(msgLetter(msg))
+}
+
+// msgLetter puts the machine message msg in a letter.
+func msgLetter(msg lockactor.Msg) *letter {
 	l := newLetter(tagMsg)
 	l.msg = msg
 	if len(msg.Reply) <= len(l.vals) {
 		// The reply may live in a buffer its sender reuses (CallResult).
 		l.msg.Reply = l.vals[:copy(l.vals[:], msg.Reply)]
 	}
-	a.post(l)
+	return l
 }
 
-// reply delivers a script call's reply, as the last thing the call's
-// goroutine does: the actor's turn runs on it (see pool.tailBegin).
+// reply delivers a script call's reply from the goroutine that made the
+// call: the actor's turn runs on it if the actor is idle (a letter marked
+// now, see mailbox.PostUserMessage), with no hop to a runner. It used to
+// go through the pool's tail queue to the same end, at three more takes of
+// the pool's lock per call, which every sender and runner shares.
 func (a *lockActor) reply(msg lockactor.Msg) {
-	a.sys.workers.tailBegin()
-	a.send(msg)
-	a.sys.workers.tailEnd()
+	l := msgLetter(msg)
+	l.now = true
+	a.post(l)
 }
 
 // minPruneFields is the size of an actor's field set below which it is not

@@ -31,11 +31,6 @@ type pool struct {
 	// idle holds the hand-off channels of parked workers, most recent last.
 	idle   []chan func()
 	closed bool
-	// tails counts the goroutines between tailBegin and tailEnd: each will
-	// run one function of queued before it returns, so Go and Schedule
-	// hand work to them rather than waking a parked worker or a runner.
-	tails  int
-	queued []func()
 }
 
 // maxIdle bounds the parked workers; extra ones exit.
@@ -50,7 +45,7 @@ func newPool(throughput int) *pool {
 }
 
 // Schedule implements protoactor's Dispatcher: runs the actor turn fn on a
-// goroutine about to finish (see tailBegin) or on a runner. Once the pool
+// runner. Once the pool
 // is closed it drops fn: every actor has stopped by then, and a sender
 // whose letter another runner already handled may still be scheduling a
 // turn with nothing left in it (a runner started then would race with
@@ -58,10 +53,6 @@ func newPool(throughput int) *pool {
 func (p *pool) Schedule(fn func()) {
 	p.mu.Lock()
 	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	if p.toTailLocked(fn) {
 		p.mu.Unlock()
 		return
 	}
@@ -116,14 +107,9 @@ func (p *pool) run() {
 // before yielding its goroutine.
 func (p *pool) Throughput() int { return p.throughput }
 
-// Go runs fn on a goroutine about to finish (see tailBegin), on a parked
-// worker, or on a new one.
+// Go runs fn on a parked worker, or on a new one.
 func (p *pool) Go(fn func()) {
 	p.mu.Lock()
-	if p.toTailLocked(fn) {
-		p.mu.Unlock()
-		return
-	}
 	if n := len(p.idle); n > 0 {
 		w := p.idle[n-1]
 		p.idle = p.idle[:n-1]
@@ -151,43 +137,6 @@ func (p *pool) work(fn func()) {
 		if fn = <-next; fn == nil {
 			return
 		}
-	}
-}
-
-// tailBegin and tailEnd bracket the last thing a pool goroutine does, when
-// that thing hands work to the pool: typically a script call's reply, which
-// schedules the lock actor's mailbox. The work runs on this goroutine at
-// tailEnd instead of waking a parked worker: one goroutine wake-up less per
-// Redis call.
-func (p *pool) tailBegin() {
-	p.mu.Lock()
-	p.tails++
-	p.mu.Unlock()
-}
-
-// toTailLocked queues fn for a goroutine between tailBegin and tailEnd, if
-// one has no work queued yet.
-func (p *pool) toTailLocked(fn func()) bool {
-	if len(p.queued) >= p.tails {
-		return false
-	}
-	p.queued = append(p.queued, fn)
-	return true
-}
-
-func (p *pool) tailEnd() {
-	p.mu.Lock()
-	p.tails--
-	var fn func()
-	if n := len(p.queued); n > p.tails {
-		fn = p.queued[0]
-		copy(p.queued, p.queued[1:])
-		p.queued[n-1] = nil
-		p.queued = p.queued[:n-1]
-	}
-	p.mu.Unlock()
-	if fn != nil {
-		fn()
 	}
 }
 

@@ -31,7 +31,10 @@ func (s *System) callScript(a *lockActor, op uint64, c scripts.Call) {
 	if j.run == nil {
 		j.run = j.exec
 	}
-	j.a, j.b, j.op, j.c = a, s.callBucket(), op, c
+	// The turn's time (lockActor.now) dates the call's timeout: a turn
+	// never blocks, so it is the time the call is sent, give or take the
+	// turn, and reading the clock again cost each call about 55 ns.
+	j.a, j.b, j.op, j.c = a, s.callBucket(a.now), op, c
 	if s.cfg.CallMany == nil {
 		s.workers.Go(j.run)
 		return
@@ -63,19 +66,20 @@ const maxSenders = 4
 // and hands each reply to its actor (whose turn may queue the next calls),
 // until the queue is empty.
 func (s *System) sendBatches() {
-	var (
-		jobs  []*scriptCall
-		calls []scripts.Call
-		out   []CallResult
-	)
+	var buf *sendBuf
 	for {
 		s.sendMu.Lock()
+		if buf == nil {
+			buf = s.takeSendBufLocked()
+		}
 		if len(s.sendQ) == 0 {
 			s.senders--
+			s.sendBufs = append(s.sendBufs, buf)
 			s.sendMu.Unlock()
 			return
 		}
-		jobs = append(jobs[:0], s.sendQ...)
+		jobs := append(buf.jobs[:0], s.sendQ...)
+		buf.jobs = jobs
 		clear(s.sendQ)
 		s.sendQ = s.sendQ[:0]
 		s.sendMu.Unlock()
@@ -85,16 +89,18 @@ func (s *System) sendBatches() {
 		ctx := jobs[0].b.ctx
 		if len(jobs) == 1 {
 			jobs[0].exec()
+			jobs[0] = nil
 			continue
 		}
-		calls = calls[:0]
-		if cap(out) < len(jobs) {
-			out = make([]CallResult, len(jobs), 2*len(jobs))
+		calls := buf.calls[:0]
+		if cap(buf.out) < len(jobs) {
+			buf.out = make([]CallResult, len(jobs), 2*len(jobs))
 		}
-		out = out[:len(jobs)]
+		out := buf.out[:len(jobs)]
 		for _, j := range jobs {
 			calls = append(calls, j.c)
 		}
+		buf.calls = calls
 		s.cfg.CallMany(ctx, calls, out)
 		for i, j := range jobs {
 			a, b, op := j.a, j.b, j.op
@@ -106,7 +112,31 @@ func (s *System) sendBatches() {
 		}
 		clear(calls)
 		clear(out)
+		clear(jobs)
 	}
+}
+
+// sendBuf is a sender's batch buffers. A sender ends whenever the queue is
+// empty, which an idle or lightly loaded Client's are after every batch:
+// buffers made afresh by each were three allocations per batch, about a
+// third of an allocation and 300 bytes per uncontended cycle.
+type sendBuf struct {
+	jobs  []*scriptCall
+	calls []scripts.Call
+	out   []CallResult
+}
+
+// takeSendBufLocked returns the buffers a sender that ended left, or new
+// ones. At most maxSenders senders run at once, so at most that many
+// buffers are kept.
+func (s *System) takeSendBufLocked() *sendBuf {
+	if n := len(s.sendBufs); n > 0 {
+		b := s.sendBufs[n-1]
+		s.sendBufs[n-1] = nil
+		s.sendBufs = s.sendBufs[:n-1]
+		return b
+	}
+	return new(sendBuf)
 }
 
 // exec runs the call, then puts the job back before the reply is sent: the

@@ -106,7 +106,7 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	// Whatever keeps the actor awake here has a letter on its way to it
 	// (a request, a timer's, Close's), whose turn tries again, or lingers
 	// anew if the linger timer was stopped.
-	if a.e.enqueues > 0 || s.closed || !a.stopIdle() || !a.disarmTimers() {
+	if a.e.enqueues.Load() > 0 || s.closed || !a.stopIdle() || !a.disarmTimers() {
 		s.mu.Unlock()
 		return false
 	}
@@ -130,6 +130,7 @@ func (a *lockActor) wake(sl *sleeper) {
 	}
 	a.handles.set(sl.rec.ID(), sl.handle)
 	a.fields.set(sl.rec.Field(), struct{}{})
+	a.now = a.sys.cfg.Clock.Now() // dates the calls of the effects (callScript)
 	for _, e := range effs {
 		a.apply(e)
 	}

@@ -80,9 +80,11 @@ type System struct {
 	// The send queue of script calls (with Config.CallMany; see sendBatches).
 	sendMu  sync.Mutex
 	sendQ   []*scriptCall
-	senders int    // sendBatches goroutines running
-	sendFn  func() // s.sendBatches, bound once
-	props   *protoactor.Props
+	senders int // sendBatches goroutines running
+	// sendBufs are the buffers of senders that ended, for the next ones.
+	sendBufs []*sendBuf
+	sendFn   func() // s.sendBatches, bound once
+	props    *protoactor.Props
 
 	mu     sync.Mutex // guards the fields below, and every entry
 	actors map[string]*entry
@@ -109,8 +111,11 @@ type entry struct {
 	// enqueues counts the letters sent through the entry (requests,
 	// releases, cancellations, a sleeping record's news) and not yet
 	// received: an actor passivates or sleeps only when it is zero, so no
-	// letter is ever sent to an actor that has stopped.
-	enqueues int32
+	// letter is ever sent to an actor that has stopped. It rises under
+	// System.mu and falls without it, by the actor only (received): the
+	// actor reads it under System.mu, so it sees every rise before it and
+	// its own falls, and no rise can slip in while it decides.
+	enqueues atomic.Int32
 	// gone: the entry left the registry (its actor passivated or stopped).
 	gone bool
 	// sleep is the record of a sleeping entry; set from the moment the
@@ -188,7 +193,7 @@ func (s *System) deliver(e *entry, l *letter) {
 func (s *System) readyLocked(e *entry, l *letter) *protoactor.PID {
 	pid := s.wakeLocked(e)
 	if !e.gone {
-		e.enqueues++
+		e.enqueues.Add(1)
 		l.counted = true
 	}
 	return pid
@@ -208,7 +213,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 		s.actors[name] = e
 	}
 	pid := s.wakeLocked(e)
-	e.enqueues++
+	e.enqueues.Add(1)
 	s.mu.Unlock()
 	l := newLetter(tagEnqueue)
 	l.msg.Req, l.handle, l.now, l.counted = req, h, true, true
@@ -218,9 +223,7 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 
 // received notes that a counted letter reached the actor of entry e.
 func (s *System) received(e *entry) {
-	s.mu.Lock()
-	e.enqueues--
-	s.mu.Unlock()
+	e.enqueues.Add(-1)
 }
 
 // passivate removes the actor of name from the registry if no request is on
@@ -229,7 +232,7 @@ func (s *System) passivate(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e := s.actors[name]
-	if e == nil || e.enqueues > 0 {
+	if e == nil || e.enqueues.Load() > 0 {
 		return false
 	}
 	e.gone = true
@@ -312,7 +315,7 @@ func (s *System) Close(ctx context.Context) error {
 		l := newLetter(tagMsg)
 		l.msg = lockactor.Msg{Kind: lockactor.MsgShutdown, Err: ErrClosed}
 		l.counted = true
-		e.enqueues++
+		e.enqueues.Add(1)
 		sends = append(sends, shutdown{s.wakeLocked(e), l})
 	}
 	s.mu.Unlock()
@@ -339,7 +342,7 @@ func (s *System) Close(ctx context.Context) error {
 // when the System aborts calls.
 func (s *System) call(fn func(ctx context.Context)) {
 	s.inflight.Add(1)
-	b := s.callBucket()
+	b := s.callBucket(s.cfg.Clock.Now())
 	s.workers.Go(func() {
 		defer s.inflight.Done()
 		defer b.leave()
@@ -348,10 +351,10 @@ func (s *System) call(fn func(ctx context.Context)) {
 }
 
 // callBucket returns a joined bucket whose context ends between CallTimeout
-// and CallTimeout plus one wheel tick from now. Calls made within one tick
-// share it — one context and one wheel timer per tick instead of per call.
-func (s *System) callBucket() *callBucket {
-	now := s.cfg.Clock.Now()
+// and CallTimeout plus one wheel tick from now, the injected clock's time
+// just before the call is made. Calls made within one tick share it — one
+// context and one wheel timer per tick instead of per call.
+func (s *System) callBucket(now time.Time) *callBucket {
 	due := now.Add(s.cfg.CallTimeout)
 	if b := s.bucket.Load(); b != nil && !b.until.Before(due) && b.join() {
 		return b

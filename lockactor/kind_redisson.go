@@ -1,6 +1,8 @@
 package lockactor
 
 import (
+	"strconv"
+
 	"github.com/holdfast/holdfast/scripts"
 )
 
@@ -21,7 +23,7 @@ var RedissonLock = &Kind{
 		return scripts.Call{
 			Script: scripts.RedissonAcquireScript,
 			Keys:   env.redissonKeys().acquire,
-			Args:   scripts.RedissonAcquireArgs(r.Field, r.Lease, expected),
+			Args:   r.args.use(r.Field, scripts.Millis(r.Lease), strconv.FormatInt(expected, 10)),
 		}
 	},
 	DecodeAcquire: DecodeAcquire,
@@ -29,7 +31,7 @@ var RedissonLock = &Kind{
 		return scripts.Call{
 			Script: scripts.RedissonReleaseScript,
 			Keys:   env.redissonKeys().release,
-			Args:   scripts.RedissonReleaseArgs(field, expected),
+			Args:   env.args.use(field, strconv.FormatInt(expected, 10)),
 		}
 	},
 	DecodeRelease: decodeInt,

@@ -103,7 +103,15 @@ const RedissonWriteSuffix = ":write"
 // an owner keeps one field and the two never meet.
 func RedissonField(id, owner string, n uint64) string {
 	if owner == "" {
-		return id + ":" + strconv.FormatUint(n, 10)
+		// One allocation: every anonymous Lock call makes one of these.
+		var num [20]byte
+		digits := strconv.AppendUint(num[:0], n, 10)
+		var b strings.Builder
+		b.Grow(len(id) + 1 + len(digits))
+		b.WriteString(id)
+		b.WriteByte(':')
+		b.Write(digits)
+		return b.String()
 	}
 	h := fnv.New64a()
 	h.Write([]byte(owner))

@@ -12,46 +12,91 @@ import (
 // keeping locks costs as their number grows.
 var scaleSizes = []int{1_000, 10_000, 100_000}
 
+// scaleMasters is the number of masters of the scale scenario's cluster.
+const scaleMasters = 3
+
 // runScale holds each of scaleSizes locks in turn with the watchdog, as
 // the renewal scenario does (WatchdogTimeout 3 s, renewed every second),
-// and records per size, as scenario scale-1k, scale-10k, scale-100k: heap
-// per hold, renewal calls per second, the client's CPU (percent of a core)
-// and lost holds, for holdfast and rueidislock (redsync and redislock
-// have no watchdog). One round per size; -quick stops at 10,000.
+// first on the one server, then on a 3-master Redis Cluster that it starts
+// (redis-cli --cluster create), and records per size, as scenario
+// scale-1k … scale-100k and scale-cluster-1k …: heap per hold, renewal
+// commands per second at the client, script calls per second at the
+// server(s) (INFO commandstats, summed over the masters), holds renewed
+// per script call, the client's CPU (percent of a core) and lost holds.
+// holdfast and rueidislock renew by themselves; redsync has no watchdog,
+// so its rows are what a redsync user writes: locks of 3 s, each with a
+// goroutine calling Extend every second. redislock is left out. One round
+// per size; -quick stops at 10,000.
 func runScale(e *env) error {
 	libs := []string{}
 	for _, l := range e.libs {
-		if l == libHoldfast || l == libRueidislock {
+		if l == libHoldfast || l == libRueidislock || l == libRedsync {
 			libs = append(libs, l)
 		}
 	}
+	sizes := []int{}
 	for _, n := range scaleSizes {
-		if e.quick && n > 10_000 {
-			break
+		if !e.quick || n <= 10_000 {
+			sizes = append(sizes, n)
 		}
-		scenario := scaleScenario(n)
+	}
+	round := func(scenario, lib string, n int) error {
+		var err error
+		labelled(scenario, lib, func(ctx context.Context) {
+			err = renewalRound(ctx, e, scenario, lib, n, renewalWatchdog)
+		})
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", scenario, lib, err)
+		}
+		e.flush()
+		return nil
+	}
+	for _, n := range sizes {
 		for _, lib := range libs {
-			var err error
-			labelled(scenario, lib, func(ctx context.Context) {
-				err = renewalRound(ctx, e, scenario, lib, n, renewalWatchdog)
-			})
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", scenario, lib, err)
+			if err := round(scaleScenario(n, false), lib, n); err != nil {
+				return err
 			}
-			e.flush()
 		}
+	}
+	cl, err := startRedisCluster(scaleMasters)
+	if err != nil {
+		return err
+	}
+	e.cl = cl
+	e.notef("scale-cluster: %d masters (no replicas) on %v, started with redis-cli --cluster create", scaleMasters, cl.addrs)
+	err = func() error {
+		defer func() { e.cl = nil; cl.stop() }()
+		for _, n := range sizes {
+			for _, lib := range libs {
+				if err := round(scaleScenario(n, true), lib, n); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		return err
 	}
 	return runScaleWaiters(e)
 }
 
-// scaleScenario names the figures of n holds.
-func scaleScenario(n int) string { return fmt.Sprintf("scale-%dk", n/1000) }
+// scaleScenario names the figures of n holds, on the one server or on the
+// cluster.
+func scaleScenario(n int, onCluster bool) string {
+	if onCluster {
+		return fmt.Sprintf("scale-cluster-%dk", n/1000)
+	}
+	return fmt.Sprintf("scale-%dk", n/1000)
+}
 
 // scaleScenarios are the names the scale scenario's figures go under.
 func scaleScenarios() []string {
 	var out []string
-	for _, n := range scaleSizes {
-		out = append(out, scaleScenario(n))
+	for _, onCluster := range []bool{false, true} {
+		for _, n := range scaleSizes {
+			out = append(out, scaleScenario(n, onCluster))
+		}
 	}
 	return append(out, scaleWaitersScenario)
 }

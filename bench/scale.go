@@ -175,6 +175,7 @@ func scaleWaitersRound(ctx context.Context, e *env, lib string) error {
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	var last atomic.Int64
+	var firstErr atomic.Value
 	for i := range scaleNames * scalePerName {
 		wg.Add(1)
 		go func(name string) {
@@ -182,6 +183,7 @@ func scaleWaitersRound(ctx context.Context, e *env, lib string) error {
 			h, err := waiter.Lock(ctx, name)
 			if err != nil {
 				failed.Add(1)
+				firstErr.CompareAndSwap(nil, fmt.Sprint(err))
 				return
 			}
 			release(h)
@@ -200,7 +202,7 @@ func scaleWaitersRound(ctx context.Context, e *env, lib string) error {
 	parallel(64, scaleNames, func(i int) { release(hs[i]) })
 	wg.Wait()
 	if n := failed.Load(); n > 0 {
-		return fmt.Errorf("%d of %d waiters failed", n, scaleNames*scalePerName)
+		return fmt.Errorf("%d of %d waiters failed, first: %v", n, scaleNames*scalePerName, firstErr.Load())
 	}
 	wc := countsDelta(w0, w1)
 	var subs int64

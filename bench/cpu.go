@@ -79,6 +79,9 @@ func selfCPU() time.Duration {
 // redisCPU returns the CPU the server has used so far, from INFO cpu (its
 // own getrusage, to the microsecond).
 func (e *env) redisCPU() (time.Duration, bool) {
+	if e.cl != nil {
+		return e.cl.redisCPU()
+	}
 	v, err := e.admin.do("INFO", "cpu")
 	if err != nil {
 		return 0, false

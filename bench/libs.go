@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -65,6 +66,19 @@ type openOpts struct {
 	watchdog time.Duration // holdfast's WatchdogTimeout; rueidislock's KeyValidity
 	extend   time.Duration // rueidislock's ExtendInterval (0: its default)
 	fair     bool          // holdfast: FairLock instead of Lock
+	// extendLoop: redsync's locks last watchdog, and each held lock has a
+	// goroutine calling Extend every extend, as a redsync user keeps a
+	// lock held as long as needed (redsync has no watchdog of its own).
+	extendLoop bool
+}
+
+// addrs are the addresses clients are given: the cluster's nodes while
+// e.cl is set, else the one server.
+func (e *env) addrs() []string {
+	if e.cl != nil {
+		return e.cl.addrs
+	}
+	return []string{e.srv.addr}
 }
 
 // open makes one client of lib whose connections count into ctr.
@@ -72,11 +86,15 @@ func (e *env) open(lib string, ctr *cmdCounter, o openOpts) (locker, error) {
 	switch lib {
 	case libHoldfast, libHoldfastRedisson:
 		rdb, err := rueidis.NewClient(rueidis.ClientOption{
-			InitAddress: []string{e.srv.addr},
+			InitAddress: e.addrs(),
 			DialCtxFn:   ctr.rueidisDialer(),
 		})
 		if err != nil {
 			return nil, err
+		}
+		if e.cl != nil && rdb.Mode() != rueidis.ClientModeCluster {
+			rdb.Close()
+			return nil, fmt.Errorf("bench: rueidis client on the cluster is in mode %v, not cluster", rdb.Mode())
 		}
 		layout := holdfast.LayoutHoldfast
 		if lib == libHoldfastRedisson {
@@ -89,13 +107,19 @@ func (e *env) open(lib string, ctr *cmdCounter, o openOpts) (locker, error) {
 		}
 		return &hfLocker{c: c, rdb: rdb, fair: o.fair}, nil
 	case libRedsync:
+		if e.cl != nil || o.extendLoop {
+			return e.rsExtendLocker(ctr, o), nil
+		}
 		return newRsLocker(e.goredis(ctr), nil, e.retryDelay), nil
 	case libRedislock:
+		if e.cl != nil {
+			return nil, errors.New("bench: redislock is not run on a cluster")
+		}
 		return newRlLocker(e.goredis(ctr), nil, e.retryDelay), nil
 	case libRueidislock:
 		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
 			ClientOption: rueidis.ClientOption{
-				InitAddress: []string{e.srv.addr},
+				InitAddress: e.addrs(),
 				DialCtxFn:   ctr.rueidisDialer(),
 			},
 			KeyMajority:    1,
@@ -151,9 +175,12 @@ func (h *hfLocker) Close() {
 // once, as a program locking in a loop would: allocations per cycle are then
 // redsync's own.
 type rsLocker struct {
-	rdb  *goredis.Client // nil when shared with other lockers
+	rdb  goredis.UniversalClient // nil when shared with other lockers
 	rs   *redsync.Redsync
 	opts []redsync.Option
+	// extend, if not 0, is the period of the Extend loop each held lock
+	// gets (openOpts.extendLoop).
+	extend time.Duration
 }
 
 func newRsLocker(rdb, shared *goredis.Client, delay time.Duration) *rsLocker {
@@ -183,7 +210,83 @@ func (r *rsLocker) Lock(ctx context.Context, name string) (held, error) {
 	if err := m.LockContext(ctx); err != nil {
 		return nil, err
 	}
+	if r.extend > 0 {
+		return startExtending(ctx, m, r.extend), nil
+	}
 	return rsHeld{m}, nil
+}
+
+// rsExtendLocker is redsync with an Extend loop per held lock, on the one
+// server or, while e.cl is set, on the cluster (go-redis's ClusterClient:
+// a lock is one key, so one slot).
+func (e *env) rsExtendLocker(ctr *cmdCounter, o openOpts) *rsLocker {
+	var rdb goredis.UniversalClient
+	if e.cl != nil {
+		rdb = goredis.NewClusterClient(&goredis.ClusterOptions{
+			Addrs:  e.cl.addrs,
+			Dialer: ctr.goredisDialer(),
+		})
+	} else {
+		rdb = e.goredis(ctr)
+	}
+	expiry := peerLease
+	if o.extendLoop && o.watchdog > 0 {
+		expiry = o.watchdog
+	}
+	l := &rsLocker{rdb: rdb, rs: redsync.New(rsgoredis.NewPool(rdb)), opts: []redsync.Option{
+		redsync.WithExpiry(expiry),
+		redsync.WithTries(math.MaxInt32),
+		redsync.WithRetryDelay(e.retryDelay),
+	}}
+	if o.extendLoop {
+		l.extend = o.extend
+		if l.extend <= 0 {
+			l.extend = expiry / 3
+		}
+	}
+	return l
+}
+
+// rsExtHeld is a redsync lock kept by its own goroutine, which calls
+// Extend every period until the lock is released, its context ends, or an
+// Extend fails (then the lock is lost: lostCh closes).
+type rsExtHeld struct {
+	m      *redsync.Mutex
+	stop   chan struct{}
+	done   chan struct{}
+	lostCh chan struct{}
+}
+
+func startExtending(ctx context.Context, m *redsync.Mutex, period time.Duration) *rsExtHeld {
+	h := &rsExtHeld{m: m, stop: make(chan struct{}), done: make(chan struct{}), lostCh: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-h.stop:
+				return
+			case <-ctx.Done():
+				close(h.lostCh)
+				return
+			case <-t.C:
+				if ok, err := m.ExtendContext(ctx); !ok || err != nil {
+					close(h.lostCh)
+					return
+				}
+			}
+		}
+	}()
+	return h
+}
+
+// Release stops the Extend loop and unlocks.
+func (h *rsExtHeld) Release(ctx context.Context) error {
+	close(h.stop)
+	<-h.done
+	_, err := h.m.UnlockContext(ctx)
+	return err
 }
 
 func (r *rsLocker) Close() {

@@ -28,6 +28,10 @@ type env struct {
 	libs       []string
 	res        *results
 	info       runInfo
+	// cl, while set, is the cluster that clients connect to, and whose
+	// masters snapshot, redisCPU and flush read (the scale scenario's
+	// cluster rows); nil: srv.
+	cl *redisCluster
 }
 
 func (e *env) notef(format string, args ...any) {

@@ -268,7 +268,11 @@ func topCalls(m map[string]int64, n int) string {
 
 // snapshot reads the server's command stats, or nil if it cannot.
 func (e *env) snapshot() map[string]int64 {
-	m, err := e.admin.commandStats()
+	stats := e.admin.commandStats
+	if e.cl != nil {
+		stats = e.cl.commandStats
+	}
+	m, err := stats()
 	if err != nil {
 		e.notef("INFO commandstats failed: %v", err)
 		return nil
@@ -279,6 +283,12 @@ func (e *env) snapshot() map[string]int64 {
 // flush empties the database between scenarios, only on a server this run
 // started.
 func (e *env) flush() {
+	if e.cl != nil {
+		if err := e.cl.flush(); err != nil {
+			e.notef("FLUSHALL on the cluster failed: %v", err)
+		}
+		return
+	}
 	if e.srv.owned {
 		if _, err := e.admin.do("FLUSHALL"); err != nil {
 			e.notef("FLUSHALL failed: %v", err)

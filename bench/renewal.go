@@ -56,6 +56,8 @@ func lost(h held) bool {
 		ch = h.Lost
 	case *ruHeld:
 		ch = h.ctx.Done()
+	case *rsExtHeld:
+		ch = h.lostCh
 	default:
 		return false
 	}
@@ -71,7 +73,7 @@ func lost(h held) bool {
 // under scenario.
 func renewalRound(ctx context.Context, e *env, scenario, lib string, n int, window time.Duration) error {
 	ctr := newCounter()
-	cl, err := e.open(lib, ctr, openOpts{watchdog: renewalWatchdog, extend: renewalWatchdog / 3})
+	cl, err := e.open(lib, ctr, openOpts{watchdog: renewalWatchdog, extend: renewalWatchdog / 3, extendLoop: true})
 	if err != nil {
 		return err
 	}
@@ -152,6 +154,10 @@ func renewalRound(ctx context.Context, e *env, scenario, lib string, n int, wind
 	atGrant := m1.HeapAlloc
 
 	c0, stats0, k0 := ctr.snapshot(), e.snapshot(), ctr.evalKeys.Load()
+	var perNode0 nodeScripts
+	if e.cl != nil {
+		perNode0 = e.cl.scriptsByNode()
+	}
 	cpu, w0 := e.startCPU(), time.Now()
 	// The heap of the locks held, once every library has settled into
 	// holding (holdfast folds a quiet hold into a small record after a
@@ -170,7 +176,17 @@ func renewalRound(ctx context.Context, e *env, scenario, lib string, n int, wind
 	k1, w1 := ctr.evalKeys.Load(), time.Now()
 	usageWin := cpu.stop()
 	usage := usageWin.report(float64(k1-k0), "renewed key")
+	if k1 == k0 {
+		// holdfast's per-node renewal calls on a cluster name their keys
+		// in ARGV (numkeys 0): count the renewals due instead.
+		due := float64(heldN) * w1.Sub(w0).Seconds() / (renewalWatchdog / 3).Seconds()
+		usage = usageWin.report(due, "renewal due")
+	}
 	c1, stats1 := ctr.snapshot(), e.snapshot()
+	var perNode1 nodeScripts
+	if e.cl != nil {
+		perNode1 = e.cl.scriptsByNode()
+	}
 	lostN := 0
 	for _, h := range hs {
 		if h != nil && lost(h) {
@@ -183,15 +199,28 @@ func renewalRound(ctx context.Context, e *env, scenario, lib string, n int, wind
 	e.res.add(scenario, lib, "heap_bytes_per_lock", (heldHeap-float64(m0.HeapAlloc))/float64(heldN))
 	e.res.add(scenario, lib, "heap_bytes_per_lock_at_grant", (float64(atGrant)-float64(m0.HeapAlloc))/float64(heldN))
 	e.res.add(scenario, lib, "lost_holds", float64(lostN))
+	atServer := statsDelta(stats0, stats1)
+	scripts := scriptCalls(atServer)
 	if scenario != "renewal" {
 		e.res.add(scenario, lib, "client_cpu_percent", 100*float64(usageWin.self)/float64(usageWin.wall))
+		e.res.add(scenario, lib, "server_script_calls_per_s", float64(scripts)/secs)
+		if scripts > 0 {
+			// Every hold is renewed once per renewal period (a third of
+			// the watchdog).
+			perSec := float64(heldN-lostN) / (renewalWatchdog / 3).Seconds()
+			e.res.add(scenario, lib, "holds_per_script_call", perSec/(float64(scripts)/secs))
+		}
 	}
-	e.notef(scenario+"/%s: %d locks acquired in %.1f s; held %v; heap %.0f B/lock (%.0f at grant); client commands %s naming %.0f keys/s; server calls incl. inside scripts %.0f/s; %s; goroutine stacks +%.0f B/lock",
+	e.notef(scenario+"/%s: %d locks acquired in %.1f s; held %v; heap %.0f B/lock (%.0f at grant); client commands %s naming %.0f keys/s (EVAL/EVALSHA numkeys); server calls incl. inside scripts %.0f/s; %s; goroutine stacks +%.0f B/lock",
 		lib, heldN, acquired.Seconds(), window.Round(time.Millisecond),
 		(heldHeap-float64(m0.HeapAlloc))/float64(heldN), (float64(atGrant)-float64(m0.HeapAlloc))/float64(heldN),
 		fmtCounts(cmds), float64(k1-k0)/secs,
-		float64(sumCalls(statsDelta(stats0, stats1)))/secs, usage,
+		float64(sumCalls(atServer))/secs, usage,
 		(float64(m1.StackInuse)-float64(m0.StackInuse))/float64(heldN))
+
+	if e.cl != nil {
+		e.notef(scenario+"/%s: script calls per master %v/s", lib, perNode0.rates(perNode1, secs))
+	}
 
 	t1 := time.Now()
 	parallel(64, n, func(i int) {
@@ -230,4 +259,15 @@ func parallel(k, n int, fn func(i int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// scriptCalls counts the script calls (EVAL, EVALSHA, their read-only
+// forms, FCALL) in a commandstats delta: a renewal call at the server, the
+// commands its script runs not included.
+func scriptCalls(m map[string]int64) int64 {
+	var n int64
+	for _, k := range []string{"eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"} {
+		n += m[k]
+	}
+	return n
 }

@@ -24,7 +24,7 @@ func TestCloseWhileLingersFire(t *testing.T) {
 	const linger = 60 * time.Millisecond
 	defer holdfast.SetIdleTimeout(linger)()
 	srv := redistest.Start(t)
-	const holds, rounds = 2000, 40
+	const holds, rounds = 2000, 30
 	rng := rand.New(rand.NewSource(1))
 	for r := range rounds {
 		c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t), WatchdogTimeout: 3 * time.Second})

@@ -131,11 +131,19 @@ func (a *lockActor) receive(ctx protoactor.Context, l *letter) {
 	case tagIdle:
 		if a.idle != nil && l.seq == a.idleSeq {
 			a.idle = nil
-			if !a.quiet || a.done {
+			if a.done {
 				return
 			}
 			if a.m.Idle() && a.sys.closing() {
-				a.passivate(ctx) // a passivation at Close that waited for this letter
+				// A passivation at Close that waited for this letter. It
+				// comes before the test of quiet: the turn that left the
+				// machine idle at Close (settle) tried to passivate before
+				// marking it quiet, so an actor busy until then is idle
+				// but not quiet, and nothing else would stop it.
+				a.passivate(ctx)
+				return
+			}
+			if !a.quiet {
 				return
 			}
 			// The timer is left running while the actor is busy (see step):

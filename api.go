@@ -212,15 +212,21 @@ func (c *Client) requestValue(ctx context.Context, name string, kind *lockactor.
 	stop := context.AfterFunc(ctx, func() {
 		l.ref.Send(lockactor.MsgCancel, fmt.Errorf("holdfast: lock context ended: %w", ctx.Err()))
 	})
+	l.setStop(stop)
+	return l
+}
+
+// setStop keeps the context watcher's stop for end, or calls it if l is
+// already over.
+func (l *Lock) setStop(stop func() bool) {
 	l.mu.Lock()
 	if l.over {
 		l.mu.Unlock()
 		stop()
-	} else {
-		l.stop = stop
-		l.mu.Unlock()
+		return
 	}
-	return l
+	l.extra().stop = stop
+	l.mu.Unlock()
 }
 
 // newRequest builds the request of one Lock call (of a Lock, or of a
@@ -324,15 +330,32 @@ type Lock struct {
 	deadline atomic.Int64 // UnixNano
 	obs      observe.Hold // touched by Lock, then by the actor only
 
-	mu          sync.Mutex // guards the fields below
+	mu   sync.Mutex // guards over and x
+	over bool
+	// held: the Lock was granted (the actor's, for obs).
+	held bool
+	// x is what only some Locks need, made when first needed: a Lock held
+	// quietly has none (a client may hold a hundred thousand; see
+	// docs/architecture.md, "Memory per hold").
+	x *lockExtra
+}
+
+// lockExtra is the part of a Lock made when first needed: its end, the
+// answer to its Release, its context watcher, a LockAll's tokens.
+type lockExtra struct {
 	err         error
 	relErr      error // the answer to Release, once relAnswered
 	relAnswered bool
-	over        bool
 	stop        func() bool // stops the context watcher
-	// tokens are a LockAll's tokens, set before Acquired closes; a pointer
-	// rather than a slice keeps a Lock within 192 bytes (its size class).
-	tokens *[]uint64
+	tokens      []uint64    // a LockAll's, set before Acquired closes
+}
+
+// extra returns l.x, made if need be. l.mu is held.
+func (l *Lock) extra() *lockExtra {
+	if l.x == nil {
+		l.x = new(lockExtra)
+	}
+	return l.x
 }
 
 func newLock(name string) *Lock {
@@ -370,7 +393,10 @@ func (l *Lock) Err() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.err
+	if l.x == nil {
+		return nil
+	}
+	return l.x.err
 }
 
 // Token returns the fencing token of this hold, valid once Acquired is
@@ -390,8 +416,8 @@ func (l *Lock) Token() uint64 {
 func (l *Lock) Tokens() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.tokens != nil {
-		return append([]uint64(nil), (*l.tokens)...)
+	if l.x != nil && l.x.tokens != nil {
+		return append([]uint64(nil), l.x.tokens...)
 	}
 	return []uint64{l.Token()}
 }
@@ -471,8 +497,14 @@ func (l *Lock) Release(ctx context.Context) error {
 	}
 	// A Release always ends the Lock; the actor answers it before it closes
 	// Lost. No answer means the Lock ended before the Release was seen.
+	var (
+		answered bool
+		err      error
+	)
 	l.mu.Lock()
-	answered, err := l.relAnswered, l.relErr
+	if l.x != nil {
+		answered, err = l.x.relAnswered, l.x.relErr
+	}
 	l.mu.Unlock()
 	if !answered {
 		return l.notHeld()
@@ -491,9 +523,10 @@ func (l *Lock) notHeld() error {
 // Lock that never started).
 func (l *Lock) end(err error) {
 	l.mu.Lock()
-	l.err, l.over = err, true
-	stop := l.stop
-	l.stop = nil
+	x := l.extra()
+	x.err, l.over = err, true
+	stop := x.stop
+	x.stop = nil
 	l.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -511,6 +544,7 @@ type handle struct{ l *Lock }
 
 func (h handle) Acquired(token uint64, deadline time.Time) {
 	h.l.obs.Granted(h.l.name, token)
+	h.l.held = true
 	h.l.token.Store(token)
 	h.l.deadline.Store(deadline.UnixNano())
 	close(h.l.acquired)
@@ -522,12 +556,18 @@ func (h handle) ReleaseDone(err error) {
 	if errors.Is(err, lockactor.ErrReleaseUnconfirmed) {
 		return // interim: a Lock's Release waits for the settling answer
 	}
-	h.l.mu.Lock()
-	h.l.relErr, h.l.relAnswered = err, true
-	h.l.mu.Unlock()
+	h.l.answerRelease(err)
+}
+
+// answerRelease keeps err as the answer to Release.
+func (l *Lock) answerRelease(err error) {
+	l.mu.Lock()
+	x := l.extra()
+	x.relErr, x.relAnswered = err, true
+	l.mu.Unlock()
 }
 
 func (h handle) Lost(err error) {
-	h.l.obs.Ended(h.l.name, h.l.token.Load(), err)
+	h.l.obs.Ended(h.l.name, h.l.token.Load(), h.l.held, err)
 	h.l.end(err)
 }

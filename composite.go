@@ -159,14 +159,7 @@ func (c *composite) run(ctx context.Context) {
 	stop := context.AfterFunc(ctx, func() {
 		c.l.ref.Send(lockactor.MsgCancel, fmt.Errorf("holdfast: lock context ended: %w", ctx.Err()))
 	})
-	c.l.mu.Lock()
-	if c.l.over {
-		c.l.mu.Unlock()
-		stop()
-	} else {
-		c.l.stop = stop
-		c.l.mu.Unlock()
-	}
+	c.l.setStop(stop)
 }
 
 // do runs fn under mu, then the actor calls it queued.
@@ -309,9 +302,7 @@ func (c *composite) maybeFinish() {
 	}
 	c.state = compOver
 	if c.userRelease {
-		c.l.mu.Lock()
-		c.l.relErr, c.l.relAnswered = errors.Join(c.relErrs...), true
-		c.l.mu.Unlock()
+		c.l.answerRelease(errors.Join(c.relErrs...))
 	}
 	c.l.end(c.cause)
 }
@@ -324,7 +315,7 @@ func (c *composite) acquire(token uint64, tokens []uint64) {
 	c.l.token.Store(token)
 	c.l.deadline.Store(c.pol.deadline(c).UnixNano())
 	c.l.mu.Lock()
-	c.l.tokens = &tokens
+	c.l.extra().tokens = tokens
 	c.l.mu.Unlock()
 	close(c.l.acquired)
 }

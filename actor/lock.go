@@ -73,10 +73,10 @@ func (a *lockActor) Receive(ctx protoactor.Context) {
 	case *protoactor.Started:
 		a.self = ctx.Self()
 		a.name = lockActorName(a.self.Id)
-		var sl *sleeper
-		a.e, sl = a.sys.claim(a.name, a.self)
-		if sl != nil {
-			a.wake(sl)
+		e, rec, h, woke := a.sys.claim(a.name, a.self)
+		a.e = e
+		if woke {
+			a.wake(&rec, h)
 			return
 		}
 		a.m = lockactor.New(a.name, a.sys.cfg.Machine)

@@ -23,51 +23,59 @@ import (
 // machine with lockactor.Wake and receives the event as a letter, as the
 // machine that slept would have.
 //
-// Every field of a sleeper, the entry it sleeps in and the buckets are
-// guarded by System.mu: the buckets' firings, the renewals' replies and the
-// wakers run on other goroutines.
-type sleeper struct {
-	e      *entry
-	rec    lockactor.Dormant
-	handle lockactor.Handle
-	// nap is the tick whose bucket the record is due in (see napLocked);
-	// entries for it in other buckets are stale.
-	nap int64
-}
+// A sleeping entry's fields, the entry itself and the buckets are guarded
+// by System.mu: the buckets' firings, the renewals' replies and the wakers
+// run on other goroutines.
 
-// napLocked files sl in the bucket of the tick its record is due in (the
-// sleeping records due in one wheel tick, fired by one wheel timer: a timer
-// per record would cost each held lock a Timer and a closure), from which
-// napFired fires it. A record moved to another tick leaves a stale entry
-// behind, which its bucket skips. s.mu is held.
-func (s *System) napLocked(sl *sleeper) {
-	due := sl.rec.Due(s.cfg.Machine.Slack)
+// napLocked files the sleeping entry e in the bucket of the wheel tick its
+// record is due in (the records due in one wheel tick, fired by one wheel
+// timer: a timer per record would cost each held lock a Timer and a
+// closure), from which napFired fires it. Buckets are lists through the
+// entries (prev, next): filing costs a hold no memory of its own. e is not
+// filed (unnapLocked). s.mu is held.
+func (s *System) napLocked(e *entry) {
+	due := e.rec.Due(s.cfg.Machine.Slack)
 	// A bucket's records fire on the tick a wheel timer of their own
 	// would: its timer is set for the due time of its first record.
 	k := s.cfg.Wheel.TickOf(due)
-	if sl.nap == k {
-		return
-	}
-	sl.nap = k
-	b, ok := s.naps[k]
+	head, ok := s.naps[k]
 	if !ok {
 		s.cfg.Wheel.Schedule(due, func() { s.napFired(k) })
-		if n := len(s.napFree); n > 0 {
-			b, s.napFree = s.napFree[n-1], s.napFree[:n-1]
-		}
 	}
-	s.naps[k] = append(b, sl)
+	e.prev, e.next, e.filed = nil, head, true
+	if head != nil {
+		head.prev = e
+	}
+	s.naps[k] = e
 }
 
-// maxNapFree bounds the fired buckets kept for new ones (napFree): a
-// watchdog's holds refile, a lease third later, into about as many
-// buckets as they fired from.
-const maxNapFree = 8
+// unnapLocked takes e out of its bucket, if it is filed. Its record must
+// be as it was when filed: the bucket is found by the tick the record is
+// due in, so a record changes only unfiled. s.mu is held.
+func (s *System) unnapLocked(e *entry) {
+	if !e.filed {
+		return
+	}
+	if e.prev != nil {
+		e.prev.next = e.next
+	} else {
+		k := s.cfg.Wheel.TickOf(e.rec.Due(s.cfg.Machine.Slack))
+		if s.naps[k] != e {
+			panic("actor: a sleeping record changed while filed")
+		}
+		s.naps[k] = e.next
+	}
+	if e.next != nil {
+		e.next.prev = e.prev
+	}
+	e.prev, e.next, e.filed = nil, nil, false
+}
 
 // wakeLocked returns the pid of e's actor, spawning the incarnation that
 // will claim e's record if e sleeps. s.mu is held.
 func (s *System) wakeLocked(e *entry) *protoactor.PID {
 	if e.pid == nil {
+		s.unnapLocked(e)
 		e.pid = s.root.SpawnPrefix(s.props, e.name)
 		s.asleep--
 	}
@@ -75,17 +83,21 @@ func (s *System) wakeLocked(e *entry) *protoactor.PID {
 }
 
 // claim is a new incarnation's first act: it returns the entry of name,
-// if its pid is self, and the record the incarnation wakes from, if any.
-func (s *System) claim(name string, self *protoactor.PID) (*entry, *sleeper) {
+// if its pid is self, and whether the incarnation wakes from the entry's
+// record, which it then reads (rec, handle) and clears.
+func (s *System) claim(name string, self *protoactor.PID) (e *entry, rec lockactor.Dormant, h lockactor.Handle, woke bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.actors[name]
+	e = s.actors[name]
 	if e == nil || e.pid == nil || !e.pid.Equal(self) {
-		return nil, nil
+		return nil, rec, nil, false
 	}
-	sl := e.sleep
-	e.sleep = nil
-	return e, sl
+	if !e.asleep {
+		return e, rec, nil, false
+	}
+	rec, h = e.rec, e.handle
+	e.asleep, e.rec, e.handle = false, lockactor.Dormant{}, nil
+	return e, rec, h, true
 }
 
 // trySleep puts the actor to sleep if its machine can (Machine.Sleep),
@@ -101,7 +113,6 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 		return false
 	}
 	h, _ := a.handles.get(rec.ID())
-	sl := &sleeper{e: a.e, rec: rec, handle: h, nap: -1}
 	s.mu.Lock()
 	// Whatever keeps the actor awake here has a letter on its way to it
 	// (a request, a timer's, Close's), whose turn tries again, or lingers
@@ -110,26 +121,27 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 		s.mu.Unlock()
 		return false
 	}
-	a.e.pid, a.e.sleep = nil, sl
+	e := a.e
+	e.pid, e.asleep, e.rec, e.handle = nil, true, rec, h
 	s.asleep++
-	s.napLocked(sl)
+	s.napLocked(e)
 	s.mu.Unlock()
 	a.done = true
 	ctx.Stop(a.self)
 	return true
 }
 
-// wake rebuilds the machine from the record sl, in the incarnation that
-// claimed it.
-func (a *lockActor) wake(sl *sleeper) {
+// wake rebuilds the machine from the record rec and its Lock's handle h,
+// in the incarnation that claimed them.
+func (a *lockActor) wake(rec *lockactor.Dormant, h lockactor.Handle) {
 	buf := effectBufs.Get().(*[]lockactor.Effect)
-	m, effs := lockactor.Wake(a.name, a.sys.cfg.Machine, &sl.rec, (*buf)[:0])
+	m, effs := lockactor.Wake(a.name, a.sys.cfg.Machine, rec, (*buf)[:0])
 	a.m = m
-	if sl.rec.Renewing() {
+	if rec.Renewing() {
 		a.renewals++ // the record's renewal answers here now
 	}
-	a.handles.set(sl.rec.ID(), sl.handle)
-	a.fields.set(sl.rec.Field(), struct{}{})
+	a.handles.set(rec.ID(), h)
+	a.fields.set(rec.Field(), struct{}{})
 	a.now = a.sys.cfg.Clock.Now() // dates the calls of the effects (callScript)
 	for _, e := range effs {
 		a.apply(e)
@@ -139,8 +151,8 @@ func (a *lockActor) wake(sl *sleeper) {
 	effectBufs.Put(buf)
 }
 
-// napFired fires the records of bucket k that are still due in it: each
-// renews, or wakes its entry when its validity deadline is due.
+// napFired fires the records of bucket k: each renews, or wakes its entry
+// when its validity deadline is due.
 func (s *System) napFired(k int64) {
 	type wake struct {
 		pid *protoactor.PID
@@ -155,32 +167,28 @@ func (s *System) napFired(k int64) {
 		wakes  []wake
 	)
 	s.mu.Lock()
-	b := s.naps[k]
+	e := s.naps[k]
 	delete(s.naps, k)
 	now := s.cfg.Clock.Now()
-	for _, sl := range b {
-		e := sl.e
-		if sl.nap != k || e.sleep != sl || e.pid != nil {
-			continue // moved to another bucket, or woken
-		}
-		sl.nap = -1
-		eff, msg := sl.rec.Fire(now, e.name, s.cfg.Machine.Slack)
+	for e != nil {
+		next := e.next
+		// Every entry in the list sleeps (wakeLocked takes an entry out
+		// of its bucket), and is unfiled now, its record free to change.
+		e.prev, e.next, e.filed = nil, nil, false
+		eff, msg := e.rec.Fire(now, e.name, s.cfg.Machine.Slack)
 		if msg.Kind != 0 {
 			// Woken and counted now, under s.mu: a Close running once s.mu
 			// is released must find the actor awake with this letter due.
 			l := newLetter(tagMsg)
 			l.msg = msg
 			wakes = append(wakes, wake{s.readyLocked(e, l), l})
-			continue
+		} else {
+			s.napLocked(e)
+			if eff.Kind == lockactor.EffRenew {
+				*renews = append(*renews, renewal.Item{Script: eff.Script, Key: eff.Key, Field: eff.Field, Lease: eff.Lease, Token: eff.Token, Done: e.renewDone(eff.Op)})
+			}
 		}
-		s.napLocked(sl)
-		if eff.Kind == lockactor.EffRenew {
-			*renews = append(*renews, renewal.Item{Script: eff.Script, Key: eff.Key, Field: eff.Field, Lease: eff.Lease, Token: eff.Token, Done: sl.renewDone})
-		}
-	}
-	if len(s.napFree) < maxNapFree {
-		clear(b)
-		s.napFree = append(s.napFree, b[:0])
+		e = next
 	}
 	s.mu.Unlock()
 	for _, w := range wakes {
@@ -195,30 +203,37 @@ func (s *System) napFired(k int64) {
 // renewBufs holds the slices napFired builds its renewals in.
 var renewBufs = sync.Pool{New: func() any { return new([]renewal.Item) }}
 
-// renewDone is the Done of a renewal the record sent (Fire); the record's
-// generation is the renewal's Op.
-func (sl *sleeper) renewDone(sent time.Time, renewed bool, err error) {
-	s := sl.e.sys
-	sl.renewed(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: sl.rec.Gen(), Sent: sent, Renewed: renewed, Err: err, Fault: s.renewFault(err)})
+// renewDone is the Done of a renewal the record of e sent (Fire), whose
+// Op is the record's generation.
+func (e *entry) renewDone(op uint64) func(time.Time, bool, error) {
+	return func(sent time.Time, renewed bool, err error) {
+		s := e.sys
+		e.renewed(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: s.renewFault(err)})
+	}
 }
 
-// renewed takes the reply to a renewal the record sent: the record keeps a
-// success while it sleeps; anything else, or any reply once the entry woke,
-// goes to the actor.
-func (sl *sleeper) renewed(msg lockactor.Msg) {
-	e := sl.e
+// renewed takes the reply to a renewal the record of e sent: the record
+// keeps a success while it sleeps; anything else, or any reply once the
+// entry woke, goes to the actor. A reply reaches the record it was sent by:
+// a record whose renewal is in flight is claimed by its next incarnation
+// with it (Renewing), and that incarnation does not sleep again until the
+// reply has reached it.
+func (e *entry) renewed(msg lockactor.Msg) {
 	s := e.sys
 	s.mu.Lock()
-	if e.sleep == sl && e.pid == nil {
-		dl, wake := sl.rec.RenewReply(msg)
+	if e.asleep && e.pid == nil {
+		s.unnapLocked(e)
+		dl, wake := e.rec.RenewReply(msg)
 		if !wake {
 			if dl.Kind == lockactor.EffDeadline {
-				sl.handle.SetDeadline(dl.At)
+				e.handle.SetDeadline(dl.At)
 			}
-			s.napLocked(sl)
+			s.napLocked(e)
 			s.mu.Unlock()
 			return
 		}
+		// The woken machine is filed nowhere: wakeLocked below finds
+		// the entry unfiled.
 	}
 	l := newLetter(tagMsg)
 	l.msg = msg

@@ -90,12 +90,11 @@ type System struct {
 	actors map[string]*entry
 	asleep int // entries asleep
 	// naps are the buckets of sleeping records by the wheel tick they
-	// are due in (sleep.go).
-	naps map[int64][]*sleeper
-	// napFree are fired buckets' slices, emptied, for new buckets.
-	napFree [][]*sleeper
-	closed  bool
-	empty   chan struct{} // closed when actors becomes empty after Close began
+	// are due in: each the first entry of a list (sleep.go). A bucket
+	// whose wheel timer is set is in the map, if empty with a nil list.
+	naps   map[int64]*entry
+	closed bool
+	empty  chan struct{} // closed when actors becomes empty after Close began
 }
 
 // entry is a lock name in the registry: a live actor, or a record asleep
@@ -118,9 +117,16 @@ type entry struct {
 	enqueues atomic.Int32
 	// gone: the entry left the registry (its actor passivated or stopped).
 	gone bool
-	// sleep is the record of a sleeping entry; set from the moment the
-	// actor sleeps until its next incarnation claims it (claim).
-	sleep *sleeper
+	// asleep: rec and handle are the record of a sleeping entry, from the
+	// moment the actor sleeps until its next incarnation claims it
+	// (claim). The fields below are a sleeping entry's (sleep.go).
+	asleep bool
+	// filed: the entry is in its nap bucket's list (napLocked), between
+	// prev and next.
+	filed      bool
+	prev, next *entry
+	handle     lockactor.Handle
+	rec        lockactor.Dormant
 }
 
 // New returns a System. Its actors are spawned on demand.
@@ -138,7 +144,7 @@ func New(cfg Config) *System {
 		cancelCalls: cancel,
 		workers:     newPool(300),
 		actors:      make(map[string]*entry),
-		naps:        make(map[int64][]*sleeper),
+		naps:        make(map[int64]*entry),
 	}
 	// Every incarnation starts blank and reads its lock name from its PID
 	// (lockActorName).

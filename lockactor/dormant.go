@@ -26,14 +26,16 @@ import (
 type Dormant struct {
 	// The request holding the lock; its Watchdog, Mode and the sign of its
 	// Wait (all a granted request's Wait still decides) are below.
-	id       ReqID
-	field    string
-	reqLease time.Duration
-	kind     *Kind
-	gen      uint64 // the owner's generation: the Op of its renewals
-	nextID   uint64 // the machine's id counter, so ids stay unique across a sleep
-	token    uint64
-	lease    time.Duration // the owner's lease
+	id     ReqID
+	field  string
+	kind   *Kind
+	gen    uint64 // the owner's generation: the Op of its renewals
+	nextID uint64 // the machine's id counter, so ids stay unique across a sleep
+	token  uint64
+	// lease is the owner's lease, and the request's: a machine whose
+	// request asked for another (a nested grant's longer lease outlived
+	// it) does not sleep.
+	lease    time.Duration
 	deadline time.Time
 	// renewIn is when the next renewal is due, as an offset from deadline
 	// (a second time.Time would take the record past its size class); zero
@@ -86,11 +88,11 @@ func (m *Machine) Sleep() (Dormant, bool) {
 	if r == nil || o.renewInFlight {
 		return Dormant{}, false
 	}
-	if o.count != int64(uint16(o.count)) {
+	if o.count != int64(uint16(o.count)) || r.Lease != o.lease {
 		return Dormant{}, false
 	}
 	d := Dormant{
-		id: r.ID, field: r.Field, reqLease: r.Lease, kind: r.Kind, reqMode: r.Mode, reqWatchdog: r.Watchdog,
+		id: r.ID, field: r.Field, kind: r.Kind, reqMode: r.Mode, reqWatchdog: r.Watchdog,
 		gen: o.gen, nextID: m.nextID, token: o.token, lease: o.lease, deadline: o.deadline,
 		count: uint16(o.count), mode: o.mode, watchdog: o.watchdog,
 	}
@@ -109,7 +111,7 @@ func (m *Machine) Sleep() (Dormant, bool) {
 // request is the request d keeps, as Wake gives it back: its Wait is
 // reduced to its sign.
 func (d *Dormant) request() Request {
-	return Request{ID: d.id, Field: d.field, Lease: d.reqLease, Wait: time.Duration(d.wait), Kind: d.kind,
+	return Request{ID: d.id, Field: d.field, Lease: d.lease, Wait: time.Duration(d.wait), Kind: d.kind,
 		Watchdog: d.reqWatchdog, Mode: d.reqMode}
 }
 

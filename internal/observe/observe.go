@@ -141,7 +141,6 @@ func Cause(err error) string {
 type Hold struct {
 	o     *Observer
 	field string
-	held  bool
 	times *holdTimes // with metrics only
 }
 
@@ -159,7 +158,6 @@ func (o *Observer) Start(h *Hold, name, field string) {
 // Granted notes the grant of the Lock of name with its fencing token.
 func (h *Hold) Granted(name string, token uint64) {
 	o, ctx := h.o, context.Background()
-	h.held = true
 	if o.metrics {
 		h.times.granted = o.clk.Now()
 		o.waiting.Add(ctx, -1)
@@ -172,12 +170,12 @@ func (h *Hold) Granted(name string, token uint64) {
 	}
 }
 
-// Ended notes the end of the Lock of name (granted with token, if it was),
+// Ended notes the end of the Lock of name (granted with token, if held),
 // with the cause it ended with.
-func (h *Hold) Ended(name string, token uint64, err error) {
+func (h *Hold) Ended(name string, token uint64, held bool, err error) {
 	o, ctx := h.o, context.Background()
 	cause := Cause(err)
-	if !h.held {
+	if !held {
 		if o.metrics {
 			o.waiting.Add(ctx, -1)
 			o.acquisitions.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", cause)))

@@ -330,8 +330,13 @@ type Lock struct {
 	deadline atomic.Int64 // UnixNano
 	obs      observe.Hold // touched by Lock, then by the actor only
 
-	mu   sync.Mutex // guards over and x
+	mu   sync.Mutex // guards the fields below but held
 	over bool
+	// released: over by its Release, Err is ErrReleased; relAnswered:
+	// Release has its answer, x.relErr (nil without x). Kept apart from x
+	// so that a Lock taken and released makes none.
+	released    bool
+	relAnswered bool
 	// held: the Lock was granted (the actor's, for obs).
 	held bool
 	// x is what only some Locks need, made when first needed: a Lock held
@@ -340,14 +345,14 @@ type Lock struct {
 	x *lockExtra
 }
 
-// lockExtra is the part of a Lock made when first needed: its end, the
-// answer to its Release, its context watcher, a LockAll's tokens.
+// lockExtra is the part of a Lock made when first needed: its end's cause
+// (but ErrReleased), the answer to its Release (but nil), its context
+// watcher, a LockAll's tokens.
 type lockExtra struct {
-	err         error
-	relErr      error // the answer to Release, once relAnswered
-	relAnswered bool
-	stop        func() bool // stops the context watcher
-	tokens      []uint64    // a LockAll's, set before Acquired closes
+	err    error
+	relErr error
+	stop   func() bool // stops the context watcher
+	tokens []uint64    // a LockAll's, set before Acquired closes
 }
 
 // extra returns l.x, made if need be. l.mu is held.
@@ -393,7 +398,10 @@ func (l *Lock) Err() error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.x == nil {
+	switch {
+	case l.released:
+		return ErrReleased
+	case l.x == nil:
 		return nil
 	}
 	return l.x.err
@@ -502,8 +510,9 @@ func (l *Lock) Release(ctx context.Context) error {
 		err      error
 	)
 	l.mu.Lock()
+	answered = l.relAnswered
 	if l.x != nil {
-		answered, err = l.x.relAnswered, l.x.relErr
+		err = l.x.relErr
 	}
 	l.mu.Unlock()
 	if !answered {
@@ -523,10 +532,16 @@ func (l *Lock) notHeld() error {
 // Lock that never started).
 func (l *Lock) end(err error) {
 	l.mu.Lock()
-	x := l.extra()
-	x.err, l.over = err, true
-	stop := x.stop
-	x.stop = nil
+	l.over = true
+	var stop func() bool
+	if l.x != nil {
+		stop, l.x.stop = l.x.stop, nil
+	}
+	if err == ErrReleased {
+		l.released = true
+	} else {
+		l.extra().err = err
+	}
 	l.mu.Unlock()
 	if stop != nil {
 		stop()
@@ -562,8 +577,10 @@ func (h handle) ReleaseDone(err error) {
 // answerRelease keeps err as the answer to Release.
 func (l *Lock) answerRelease(err error) {
 	l.mu.Lock()
-	x := l.extra()
-	x.relErr, x.relAnswered = err, true
+	l.relAnswered = true
+	if err != nil {
+		l.extra().relErr = err
+	}
 	l.mu.Unlock()
 }
 

@@ -352,7 +352,7 @@ type lockExtra struct {
 	err    error
 	relErr error
 	stop   func() bool // stops the context watcher
-	tokens []uint64    // a LockAll's, set before Acquired closes
+	tokens *[]uint64   // a LockAll's, set before Acquired closes
 }
 
 // extra returns l.x, made if need be. l.mu is held.
@@ -425,7 +425,7 @@ func (l *Lock) Tokens() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.x != nil && l.x.tokens != nil {
-		return append([]uint64(nil), l.x.tokens...)
+		return append([]uint64(nil), (*l.x.tokens)...)
 	}
 	return []uint64{l.Token()}
 }

@@ -315,7 +315,7 @@ func (c *composite) acquire(token uint64, tokens []uint64) {
 	c.l.token.Store(token)
 	c.l.deadline.Store(c.pol.deadline(c).UnixNano())
 	c.l.mu.Lock()
-	c.l.extra().tokens = tokens
+	c.l.extra().tokens = &tokens
 	c.l.mu.Unlock()
 	close(c.l.acquired)
 }

@@ -92,6 +92,19 @@ func (m *mailbox) PostUserMessage(msg any) {
 	if l, ok := msg.(*letter); ok {
 		now = l.now // read before the push: the letter is the actor's after it
 	}
+	if now && m.running.CompareAndSwap(false, true) {
+		// The actor is idle. With nothing queued before the letter, its
+		// turn handles it straight away, without a trip through the queue
+		// (a push and a pop, each under mu).
+		m.mu.Lock()
+		direct := len(m.sys) == 0 && m.user.len() == 0 && !m.suspended.Load()
+		if !direct {
+			m.user.push(msg)
+		}
+		m.mu.Unlock()
+		m.runInline(msg, direct)
+		return
+	}
 	m.mu.Lock()
 	m.user.push(msg)
 	m.mu.Unlock()
@@ -102,7 +115,25 @@ func (m *mailbox) PostUserMessage(msg any) {
 	if !m.running.CompareAndSwap(false, true) {
 		return // running: the turn under way takes the letter
 	}
-	if m.run(inlineBudget) {
+	m.runInline(nil, false)
+}
+
+// runInline is PostUserMessage's turn on the caller's goroutine, which has
+// marked the mailbox running: msg first if direct (nothing was queued
+// before it), then the queue, up to inlineBudget messages in all.
+func (m *mailbox) runInline(msg any, direct bool) {
+	budget := inlineBudget
+	if direct {
+		m.invoke(msg)
+		budget--
+		// As at the end of processMessages: a letter posted during the
+		// turn saw the mailbox running and left its handling to us.
+		m.running.Store(false)
+		if !m.more() || !m.running.CompareAndSwap(false, true) {
+			return
+		}
+	}
+	if m.run(budget) {
 		m.dispatcher.Schedule(m.process) // still running: a runner goes on
 		return
 	}
@@ -110,6 +141,17 @@ func (m *mailbox) PostUserMessage(msg any) {
 	if m.more() {
 		m.schedule()
 	}
+}
+
+// invoke handles the user message msg; a panic goes to the supervisor, as
+// in run.
+func (m *mailbox) invoke(msg any) {
+	defer func() {
+		if r := recover(); r != nil {
+			m.invoker.EscalateFailure(r, msg)
+		}
+	}()
+	m.invoker.InvokeUserMessage(msg)
 }
 
 // inlineBudget bounds the messages a caller's goroutine handles in one

@@ -102,14 +102,28 @@ func (s *System) sendBatches() {
 		}
 		buf.calls = calls
 		s.cfg.CallMany(ctx, calls, out)
+		// The calls leave their buckets, and the in-flight count, by runs
+		// rather than one by one: the counters are shared by every caller,
+		// and the calls of a batch are mostly of one bucket.
+		var (
+			left  *callBucket
+			leftN int32
+		)
 		for i, j := range jobs {
 			a, b, op := j.a, j.b, j.op
 			*j = scriptCall{run: j.run}
 			scriptCalls.Put(j)
 			a.reply(lockactor.Msg{Kind: lockactor.MsgReply, Op: op, Reply: out[i].Vals, Err: out[i].Err, Fault: s.cfg.Redis.Classify(out[i].Err)})
-			b.leave()
-			s.inflight.Done()
+			if b != left {
+				if left != nil {
+					left.leaveN(leftN)
+				}
+				left, leftN = b, 0
+			}
+			leftN++
 		}
+		left.leaveN(leftN)
+		s.inflight.Add(-len(jobs))
 		clear(calls)
 		clear(out)
 		clear(jobs)
@@ -151,4 +165,12 @@ func (j *scriptCall) exec() {
 	defer b.leave()
 	vals, err := s.cfg.Redis.Call(b.ctx, c)
 	a.reply(lockactor.Msg{Kind: lockactor.MsgReply, Op: op, Reply: vals, Err: err, Fault: s.cfg.Redis.Classify(err)})
+}
+
+// leaveN is n calls' leave at once.
+func (b *callBucket) leaveN(n int32) {
+	if b.users.Add(-n) == 0 && b.users.CompareAndSwap(0, -1) {
+		b.timer.Stop()
+		b.cancel()
+	}
 }

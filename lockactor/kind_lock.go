@@ -88,6 +88,11 @@ func DecodeAcquire(vals []int64) (AcquireResult, error) {
 	if len(vals) < 1 {
 		return AcquireResult{}, errMalformedReply
 	}
+	if len(vals) == 1 && vals[0] > 0 {
+		// acquire.lua's short reply, a fresh grant's token alone: no
+		// code of a one-element reply is positive.
+		return AcquireResult{Code: Granted, Count: 1, Token: uint64(vals[0])}, nil
+	}
 	res := AcquireResult{Code: vals[0]}
 	switch vals[0] {
 	case scripts.AcquireGranted:

@@ -27,6 +27,10 @@
 -- owner holds nothing there).
 --
 -- Replies:
+--   token              a fresh grant (count 1) whose token is > 0, which every
+--                      token is unless a fence was set by hand: the common
+--                      reply, a bare integer, costs the server no table and
+--                      the client no array (lockactor.DecodeAcquire)
 --   {1, count, token}  granted; token is the fencing token of the owner's hold
 --   {0, pttl}          held by another owner; pttl bounds the caller's sleep.
 --                      The hold is marked (the leading "w"): its release, or
@@ -50,6 +54,7 @@ local K, field, lease, expected = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3])
 if expected == 0 and redis.call('exists', K, KEYS[3]) == 0 then
   local token = fence_take(KEYS[2])
   redis.call('set', K, string.format('1:%d:%s', token, field), 'px', lease)
+  if token > 0 then return token end
   return {1, 1, token}
 end
 

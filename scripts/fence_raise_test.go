@@ -27,7 +27,7 @@ func TestFenceRaiseOnRealRedis(t *testing.T) {
 		}
 	}
 	got := run(t, c, scripts.Acquire, scripts.GrantKeys("n", scripts.FairQueueKey("n")), "c:o", "10000", "0")
-	if got[0] != scripts.AcquireGranted || got[2] != 41 {
+	if len(got) != 1 || got[0] != 41 { // a fresh grant's short reply: its token
 		t.Fatalf("acquire after raising to 40: %v, want token 41", got)
 	}
 }

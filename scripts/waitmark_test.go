@@ -176,10 +176,10 @@ func TestUncontendedCycleTakesFiveCalls(t *testing.T) {
 	}
 	var got []int64
 	count("a fresh grant", 3, func() { got = run(t, c, scripts.Acquire, keys, "c:a", "10000", "0") })
-	if len(got) != 3 || got[0] != 1 || got[1] != 1 || got[2] < 1 {
-		t.Fatalf("fresh grant answered %v, want [1 1 token]", got)
+	if len(got) != 1 || got[0] < 1 {
+		t.Fatalf("fresh grant answered %v, want its token alone", got)
 	}
-	token := got[2]
+	token := got[0]
 	if pttl, _ := srv.Do(t, "PTTL", scripts.LockKey("g")).AsInt64(); pttl <= 0 || pttl > 10000 {
 		t.Fatalf("PTTL %d after the grant, want the 10 s lease", pttl)
 	}

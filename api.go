@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/holdfast/holdfast/actor"
 	"github.com/holdfast/holdfast/internal/clientkit"
@@ -197,13 +198,19 @@ func (c *Client) requestValue(ctx context.Context, name string, kind *lockactor.
 	owner, _, _ := ownerFrom(ctx)
 	req := c.newRequest(owner, o.lease, o.wait, kind, mode)
 	req.Value = value
-	c.obs.Start(&l.obs, name, req.Field)
+	l.c, l.times, l.ref.ID = c, c.obs.Start(), req.ID
+	if owner != "" || kind != nil && kind.HoldField != nil {
+		// A field the Client cannot build again from the ID (ownerField).
+		l.mu.Lock()
+		l.extra().field = req.Field
+		l.mu.Unlock()
+	}
 	ref, err := c.eng.Enqueue(name, req, handle{l})
 	if err != nil {
 		handle{l}.Lost(err)
 		return l
 	}
-	l.ref = ref
+	l.ref.To = ref.To
 	if ctx.Done() == nil {
 		return l // a context that never ends needs no watching
 	}
@@ -237,15 +244,15 @@ func (c *Client) newRequest(owner string, lease, wait time.Duration, kind *locka
 	id := c.nextID.Add(1)
 	var field string
 	switch {
-	case c.cfg.Layout == LayoutRedisson:
+	case c.cfg.Layout == LayoutRedisson && owner != "":
 		field = scripts.RedissonField(c.cfg.ClientID+"-"+c.instance, owner, id)
-		if kind == nil {
-			kind = lockactor.RedissonLock // a composite's part
-		}
 	case owner != "":
 		field = scripts.Field(c.cfg.ClientID, c.instance, owner)
 	default:
-		field = anonymousField(c.cfg.ClientID, c.instance, id)
+		field = c.anonymousField(id)
+	}
+	if c.cfg.Layout == LayoutRedisson && kind == nil {
+		kind = lockactor.RedissonLock // a composite's part
 	}
 	req := lockactor.Request{
 		ID:       lockactor.ReqID(id),
@@ -267,6 +274,15 @@ func (c *Client) newRequest(owner string, lease, wait time.Duration, kind *locka
 
 // layoutKind maps a kind to the one the Client's Layout speaks for it, or
 // ErrNotSupported.
+// anonymousField is the owner field of the Client's request id made
+// without an owner: every such request is an owner of its own.
+func (c *Client) anonymousField(id uint64) string {
+	if c.cfg.Layout == LayoutRedisson {
+		return scripts.RedissonField(c.cfg.ClientID+"-"+c.instance, "", id)
+	}
+	return anonymousField(c.cfg.ClientID, c.instance, id)
+}
+
 func (c *Client) layoutKind(kind *lockactor.Kind) (*lockactor.Kind, error) {
 	if c.cfg.Layout != LayoutRedisson {
 		return kind, nil
@@ -323,12 +339,14 @@ type Lock struct {
 	Lost <-chan struct{}
 
 	name     string
-	acquired chan struct{}
-	lost     chan struct{}
-	ref      lockactor.Ref
+	ref      lockactor.Ref // ID set before the request is sent, To after
 	token    atomic.Uint64
 	deadline atomic.Int64 // UnixNano
-	obs      observe.Hold // touched by Lock, then by the actor only
+	// c is the Client of a Lock that started (nil otherwise): its Observer
+	// notes the Lock's grant and end, and it builds the owner field a log
+	// line names (ownerField). times are the Lock's, with metrics only.
+	c     *Client
+	times *observe.Times
 
 	mu   sync.Mutex // guards the fields below but held
 	over bool
@@ -347,12 +365,14 @@ type Lock struct {
 
 // lockExtra is the part of a Lock made when first needed: its end's cause
 // (but ErrReleased), the answer to its Release (but nil), its context
-// watcher, a LockAll's tokens.
+// watcher, a LockAll's tokens, and an owner field the Client cannot build
+// again from the request's ID (ownerField).
 type lockExtra struct {
 	err    error
 	relErr error
 	stop   func() bool // stops the context watcher
 	tokens *[]uint64   // a LockAll's, set before Acquired closes
+	field  string
 }
 
 // extra returns l.x, made if need be. l.mu is held.
@@ -364,20 +384,26 @@ func (l *Lock) extra() *lockExtra {
 }
 
 func newLock(name string) *Lock {
-	l := &Lock{
-		name:     name,
-		acquired: make(chan struct{}),
-		lost:     make(chan struct{}),
-	}
-	l.Acquired, l.Lost = l.acquired, l.lost
-	return l
+	return &Lock{name: name, Acquired: make(chan struct{}), Lost: make(chan struct{})}
+}
+
+// acquired and lost are the Lock's channels as their closer sees them: the
+// exported fields, receive-only, are the only copies (a second pair of
+// fields would cost every Lock 16 bytes). A directional channel type has
+// the bidirectional one's representation, so the conversion is sound.
+func (l *Lock) acquired() chan struct{} {
+	return *(*chan struct{})(unsafe.Pointer(&l.Acquired))
+}
+
+func (l *Lock) lost() chan struct{} {
+	return *(*chan struct{})(unsafe.Pointer(&l.Lost))
 }
 
 // errNoLock is the answer of a Lock not made by Client.Lock.
 var errNoLock = fmt.Errorf("%w: Lock not made by Client.Lock", ErrInvalidOption)
 
 // usable reports whether l was made by newLock.
-func (l *Lock) usable() bool { return l != nil && l.lost != nil }
+func (l *Lock) usable() bool { return l != nil && l.Lost != nil }
 
 // errNilContext answers a blocking call given a nil context.
 var errNilContext = fmt.Errorf("%w: nil context", ErrInvalidOption)
@@ -455,16 +481,16 @@ func (l *Lock) Wait(ctx context.Context) error {
 		return errNilContext
 	}
 	if d, ok := l.ref.To.(lockactor.Driver); ok {
-		d.Drive(ctx, l.acquired, l.lost)
+		d.Drive(ctx, l.Acquired, l.Lost)
 	}
 	select {
-	case <-l.acquired:
-	case <-l.lost:
+	case <-l.Acquired:
+	case <-l.Lost:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
-	case <-l.lost:
+	case <-l.Lost:
 		return l.Err()
 	default:
 		return nil
@@ -490,16 +516,16 @@ func (l *Lock) Release(ctx context.Context) error {
 		return errNilContext
 	}
 	select {
-	case <-l.lost:
+	case <-l.Lost:
 		return l.notHeld()
 	default:
 	}
 	l.ref.Send(lockactor.MsgRelease, nil)
 	if d, ok := l.ref.To.(lockactor.Driver); ok {
-		d.Drive(ctx, l.lost)
+		d.Drive(ctx, l.Lost)
 	}
 	select {
-	case <-l.lost:
+	case <-l.Lost:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -546,7 +572,7 @@ func (l *Lock) end(err error) {
 	if stop != nil {
 		stop()
 	}
-	close(l.lost)
+	close(l.lost())
 }
 
 // idleTimeout is the actors' linger (actor.Config.IdleTimeout); zero is its
@@ -558,11 +584,11 @@ var idleTimeout time.Duration
 type handle struct{ l *Lock }
 
 func (h handle) Acquired(token uint64, deadline time.Time) {
-	h.l.obs.Granted(h.l.name, token)
+	h.l.c.obs.Granted(h.l.times, h.l.name, h, token)
 	h.l.held = true
 	h.l.token.Store(token)
 	h.l.deadline.Store(deadline.UnixNano())
-	close(h.l.acquired)
+	close(h.l.acquired())
 }
 
 func (h handle) SetDeadline(d time.Time) { h.l.deadline.Store(d.UnixNano()) }
@@ -585,6 +611,17 @@ func (l *Lock) answerRelease(err error) {
 }
 
 func (h handle) Lost(err error) {
-	h.l.obs.Ended(h.l.name, h.l.token.Load(), h.l.held, err)
+	h.l.c.obs.Ended(h.l.times, h.l.name, h, h.l.token.Load(), h.l.held, err)
 	h.l.end(err)
+}
+
+// OwnerField is the Lock's owner field, for the Observer's log lines: the
+// one the Lock keeps, or the Client's anonymous field of its request ID.
+func (h handle) OwnerField() string {
+	h.l.mu.Lock()
+	defer h.l.mu.Unlock()
+	if h.l.x != nil && h.l.x.field != "" {
+		return h.l.x.field
+	}
+	return h.l.c.anonymousField(uint64(h.l.ref.ID))
 }

@@ -317,7 +317,7 @@ func (c *composite) acquire(token uint64, tokens []uint64) {
 	c.l.mu.Lock()
 	c.l.extra().tokens = &tokens
 	c.l.mu.Unlock()
-	close(c.l.acquired)
+	close(c.l.acquired())
 }
 
 // armBudget bounds a pending composite by its wait budget even when a part

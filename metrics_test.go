@@ -2,6 +2,7 @@ package holdfast_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -184,4 +185,58 @@ func TestMetricsOfALockAfterClose(t *testing.T) {
 	if m["holdfast.waiting{}"] != 0 || m["holdfast.acquisitions{outcome=closed}"] != 1 {
 		t.Fatalf("collected %v, want waiting 0 and one closed acquisition", m)
 	}
+}
+
+// A Lock without an owner keeps no owner field: its log lines build it from
+// the Client and the request's ID. It must be the field Redis holds, under
+// either layout, and each Lock's own.
+func TestLogsNameTheAnonymousOwnerRedisHolds(t *testing.T) {
+	srv := redistest.Start(t)
+	for _, layout := range []holdfast.Layout{holdfast.LayoutHoldfast, holdfast.LayoutRedisson} {
+		logs := &records{}
+		c := newClient(t, srv, holdfast.Config{Logger: slog.New(logs), Layout: layout, ClientID: "anon"})
+		ctx := context.Background()
+		seen := map[string]bool{}
+		for i := range 3 {
+			name := fmt.Sprintf("anon-%d-%d", layout, i)
+			l := c.Lock(ctx, name)
+			mustAcquire(t, l)
+			info, err := c.Inspect(ctx, name)
+			if err != nil || len(info.Holders) != 1 {
+				t.Fatalf("Inspect(%s) = %+v, %v; want one holder", name, info, err)
+			}
+			if err := l.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			a, ok := logs.findAttr(slog.LevelDebug, "lock granted", "name", name)
+			if !ok || a["owner"] != info.Holders[0].Owner {
+				t.Errorf("layout %d: grant log of %s names owner %q (found %v), Redis holds %q", layout, name, a["owner"], ok, info.Holders[0].Owner)
+			}
+			r, ok := logs.findAttr(slog.LevelDebug, "lock released", "name", name)
+			if !ok || r["owner"] != info.Holders[0].Owner {
+				t.Errorf("layout %d: release log of %s names owner %q (found %v), want %q", layout, name, r["owner"], ok, info.Holders[0].Owner)
+			}
+			if seen[a["owner"]] {
+				t.Errorf("layout %d: owner %q logged for two Locks", layout, a["owner"])
+			}
+			seen[a["owner"]] = true
+		}
+	}
+}
+
+// findAttr is find for the first record whose attribute key is val.
+func (r *records) findAttr(level slog.Level, msg, key, val string) (map[string]string, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.all {
+		if rec.Level != level || !strings.Contains(rec.Message, msg) {
+			continue
+		}
+		attrs := map[string]string{}
+		rec.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		if attrs[key] == val {
+			return attrs, true
+		}
+	}
+	return nil, false
 }

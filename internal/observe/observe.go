@@ -132,48 +132,45 @@ func Cause(err error) string {
 	return "other"
 }
 
-// Hold follows one Lock call from Lock to its end. It lives inside the
-// caller's Lock, which has the lock's name and token: so that a Lock stays
-// small (a client may hold a hundred thousand), Hold keeps only what the
-// Lock does not, and its times only when metrics are on. Start is called
-// by Lock; Granted and Ended by the lock's actor, one at a time (Granted
-// before Ended).
-type Hold struct {
-	o     *Observer
-	field string
-	times *holdTimes // with metrics only
-}
+// Times are one Lock's timings, for the wait and hold histograms: kept
+// with metrics only (Start returns nil without them).
+type Times struct{ started, granted time.Time }
 
-type holdTimes struct{ started, granted time.Time }
+// Owner gives a Lock's owner field when a log line needs it: a Lock keeps
+// the parts it is built from rather than the string (a client may hold a
+// hundred thousand Locks).
+type Owner interface{ OwnerField() string }
 
-// Start notes a new pending Lock of field on name, in h.
-func (o *Observer) Start(h *Hold, name, field string) {
-	*h = Hold{o: o, field: field}
-	if o.metrics {
-		h.times = &holdTimes{started: o.clk.Now()}
-		o.waiting.Add(context.Background(), 1)
+// Start notes a new pending Lock, and returns its Times (nil without
+// metrics). Granted and Ended follow it, called by the lock's actor one at
+// a time (Granted before Ended).
+func (o *Observer) Start() *Times {
+	if !o.metrics {
+		return nil
 	}
+	o.waiting.Add(context.Background(), 1)
+	return &Times{started: o.clk.Now()}
 }
 
 // Granted notes the grant of the Lock of name with its fencing token.
-func (h *Hold) Granted(name string, token uint64) {
-	o, ctx := h.o, context.Background()
+func (o *Observer) Granted(t *Times, name string, owner Owner, token uint64) {
+	ctx := context.Background()
 	if o.metrics {
-		h.times.granted = o.clk.Now()
+		t.granted = o.clk.Now()
 		o.waiting.Add(ctx, -1)
 		o.held.Add(ctx, 1)
 		o.acquisitions.Add(ctx, 1, outcomeGranted)
-		o.waitTime.Record(ctx, h.times.granted.Sub(h.times.started).Seconds())
+		o.waitTime.Record(ctx, t.granted.Sub(t.started).Seconds())
 	}
 	if o.log.Enabled(ctx, slog.LevelDebug) {
-		o.log.Debug("holdfast: lock granted", "name", name, "owner", h.field, "token", token)
+		o.log.Debug("holdfast: lock granted", "name", name, "owner", owner.OwnerField(), "token", token)
 	}
 }
 
 // Ended notes the end of the Lock of name (granted with token, if held),
 // with the cause it ended with.
-func (h *Hold) Ended(name string, token uint64, held bool, err error) {
-	o, ctx := h.o, context.Background()
+func (o *Observer) Ended(t *Times, name string, owner Owner, token uint64, held bool, err error) {
+	ctx := context.Background()
 	cause := Cause(err)
 	if !held {
 		if o.metrics {
@@ -181,24 +178,24 @@ func (h *Hold) Ended(name string, token uint64, held bool, err error) {
 			o.acquisitions.Add(ctx, 1, metric.WithAttributes(attribute.String("outcome", cause)))
 		}
 		if cause == "redis_error" {
-			o.log.Warn("holdfast: lock refused by Redis", "name", name, "owner", h.field, "cause", err)
+			o.log.Warn("holdfast: lock refused by Redis", "name", name, "owner", owner.OwnerField(), "cause", err)
 		}
 		return
 	}
 	if o.metrics {
 		o.held.Add(ctx, -1)
-		o.holdTime.Record(ctx, o.clk.Now().Sub(h.times.granted).Seconds())
+		o.holdTime.Record(ctx, o.clk.Now().Sub(t.granted).Seconds())
 	}
 	switch cause {
 	case "released", "context", "closed":
 		if o.log.Enabled(ctx, slog.LevelDebug) {
-			o.log.Debug("holdfast: lock released", "name", name, "owner", h.field, "token", token, "cause", err)
+			o.log.Debug("holdfast: lock released", "name", name, "owner", owner.OwnerField(), "token", token, "cause", err)
 		}
 	default:
 		if o.metrics {
 			o.lost.Add(ctx, 1, metric.WithAttributes(attribute.String("cause", cause)))
 		}
-		o.log.Warn("holdfast: lock lost", "name", name, "owner", h.field, "token", token, "cause", err)
+		o.log.Warn("holdfast: lock lost", "name", name, "owner", owner.OwnerField(), "token", token, "cause", err)
 	}
 }
 

@@ -95,9 +95,18 @@ func (s *System) claim(name string, self *protoactor.PID) (e *entry, rec lockact
 	if !e.asleep {
 		return e, rec, nil, false
 	}
+	e.fieldBack()
 	rec, h = e.rec, e.handle
 	e.asleep, e.rec, e.handle = false, lockactor.Dormant{}, nil
 	return e, rec, h, true
+}
+
+// fieldBack gives the sleeping record of e its owner field back if it shed
+// it (trySleep): Fire and Wake need it. s.mu is held.
+func (e *entry) fieldBack() {
+	if e.rec.Field() == "" {
+		e.rec.SetField(e.handle.(lockactor.FieldGiver).OwnerField())
+	}
 }
 
 // trySleep puts the actor to sleep if its machine can (Machine.Sleep),
@@ -113,6 +122,11 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 		return false
 	}
 	h, _ := a.handles.get(rec.ID())
+	if fg, ok := h.(lockactor.FieldGiver); ok && fg.OwnerField() == rec.Field() {
+		// The Lock builds the field again when the record needs it
+		// (fieldBack): a quiet hold keeps no string of its own.
+		rec.ShedField()
+	}
 	s.mu.Lock()
 	// Whatever keeps the actor awake here has a letter on its way to it
 	// (a request, a timer's, Close's), whose turn tries again, or lingers
@@ -175,7 +189,12 @@ func (s *System) napFired(k int64) {
 		// Every entry in the list sleeps (wakeLocked takes an entry out
 		// of its bucket), and is unfiled now, its record free to change.
 		e.prev, e.next, e.filed = nil, nil, false
+		e.fieldBack()
 		eff, msg := e.rec.Fire(now, e.name, s.cfg.Machine.Slack)
+		if _, ok := e.handle.(lockactor.FieldGiver); ok {
+			// The renewal carries the field; the record need not.
+			e.rec.ShedField()
+		}
 		if msg.Kind != 0 {
 			// Woken and counted now, under s.mu: a Close running once s.mu
 			// is released must find the actor awake with this letter due.

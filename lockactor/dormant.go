@@ -125,8 +125,18 @@ func (d *Dormant) ID() ReqID { return d.id }
 // renewals' effects and of the replies RenewReply takes.
 func (d *Dormant) Gen() uint64 { return d.gen }
 
-// Field is the owner field the request holds the lock through.
+// Field is the owner field the request holds the lock through, or "" while
+// the record is without it (ShedField).
 func (d *Dormant) Field() string { return d.field }
+
+// ShedField drops the record's copy of its owner field, for a runtime that
+// can build the field again (a Handle that is a FieldGiver): a sleeping hold
+// then keeps no string of its own. Fire and Wake need the field: the
+// runtime gives it back first (SetField).
+func (d *Dormant) ShedField() { d.field = "" }
+
+// SetField gives the record its owner field back (ShedField).
+func (d *Dormant) SetField(field string) { d.field = field }
 
 // Renewing reports whether a renewal Fire asked for is in flight: its
 // reply, RenewReply's or the woken machine's, is still to come.

@@ -53,6 +53,13 @@ type Handle interface {
 	Lost(err error)
 }
 
+// FieldGiver is a Handle that can give its request's owner field again
+// (Request.Field, built when asked for): a runtime may then keep a sleeping
+// record without its own copy of the field (Dormant.ShedField).
+type FieldGiver interface {
+	OwnerField() string
+}
+
 // Ref addresses the machine of one request: its runtime's Sender and the
 // request's ID. It is a plain value, so keeping one allocates nothing.
 // The zero Ref addresses nothing (To is nil).

@@ -214,6 +214,9 @@ func (s *System) napFired(k int64) {
 		s.root.Send(w.pid, w.l)
 	}
 	s.cfg.Renewer.AddAll(*renews)
+	if cap(*renews) > renewal.MaxSpare {
+		return // a burst's: the pool keeps no more than a round's spare
+	}
 	clear(*renews)
 	*renews = (*renews)[:0]
 	renewBufs.Put(renews)

@@ -240,17 +240,32 @@ func (b *Batcher) takeBuffer(n int) *roundBuffer {
 	return buf
 }
 
+// MaxSpare is the most items a round's slices are kept for (keep): a
+// round of more (a burst: a hundred thousand holds granted together renew
+// together) makes its own and leaves them to the collector, so what the
+// Batcher keeps between rounds is bounded, not the largest round it saw.
+const MaxSpare = 1024
+
 // keep makes a finished round's slices the spare ones, cleared so they
-// hold on to no item's closure or key.
+// hold on to no item's closure or key, unless they are larger than
+// MaxSpare items.
 func (b *Batcher) keep(items []Item, buf *roundBuffer) {
-	clear(items)
-	clear(buf.keys)
-	clear(buf.args[:cap(buf.args)])
+	keepItems := cap(items) <= MaxSpare
+	keepBuf := cap(buf.keys) <= MaxSpare
+	if keepItems {
+		clear(items)
+	}
+	if keepBuf {
+		clear(buf.keys)
+		clear(buf.args[:cap(buf.args)])
+	}
 	b.mu.Lock()
-	if cap(items) > cap(b.spareItems) {
+	if keepItems && cap(items) > cap(b.spareItems) {
 		b.spareItems = items[:0]
 	}
-	b.spareBuf = buf
+	if keepBuf {
+		b.spareBuf = buf
+	}
 	b.mu.Unlock()
 }
 

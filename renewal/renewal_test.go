@@ -226,3 +226,84 @@ func TestScriptsNeverShareABatch(t *testing.T) {
 		}
 	}
 }
+
+// sink is a Sink recording each outcome by its Op.
+type sink struct {
+	mu  sync.Mutex
+	wg  sync.WaitGroup
+	got map[uint64]outcome
+}
+
+func (s *sink) RenewalDone(op uint64, sent time.Time, renewed bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.got[op]; dup {
+		panic("outcome given twice for an Op")
+	}
+	s.got[op] = outcome{sent, renewed, err}
+	s.wg.Done()
+}
+
+// An Item with a Sink gets its outcome there, with its Op, and not through
+// its Done; Items with a Done only share the batch with it.
+func TestSinkGetsOutcomesWithOp(t *testing.T) {
+	b, f, flushes, clk := setup(nil)
+	defer b.Close()
+	s := &sink{got: map[uint64]outcome{}}
+	noDone := func(time.Time, bool, error) { panic("Done called for an Item with a Sink") }
+	s.wg.Add(2)
+	b.Add(Item{Key: "s1", Field: "c:o", Lease: time.Second, Sink: s, Op: 11, Done: noDone})
+	b.Add(Item{Key: "s2", Field: "c:o", Lease: time.Second, Sink: s, Op: 12})
+	results := map[string]outcome{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	add(b, "d1", results, &mu, &wg)
+	f.gone["s2"] = true
+	sent := clk.Now()
+	(*flushes)[0]()
+	s.wg.Wait()
+	wg.Wait()
+	if len(f.batches) != 1 || len(f.batches[0]) != 3 {
+		t.Fatalf("batches %v, want the three items in one", f.batches)
+	}
+	if r := s.got[11]; !r.renewed || r.err != nil || !r.sent.Equal(sent) {
+		t.Fatalf("op 11: %+v", r)
+	}
+	if r := s.got[12]; r.renewed || r.err != nil || !r.sent.Equal(sent) {
+		t.Fatalf("op 12 (key gone): %+v", r)
+	}
+	if r := results["d1"]; !r.renewed || r.err != nil {
+		t.Fatalf("d1: %+v", r)
+	}
+
+	// A failed call reaches the Sink too.
+	f.err = errors.New("connection reset")
+	s.wg.Add(1)
+	b.Add(Item{Key: "s3", Field: "c:o", Lease: time.Second, Sink: s, Op: 13})
+	(*flushes)[1]()
+	s.wg.Wait()
+	if r := s.got[13]; r.err != f.err {
+		t.Fatalf("op 13: %+v", r)
+	}
+}
+
+// Close's ErrClosed reaches a Sink, for an Item pending at Close and one
+// added after it.
+func TestCloseFailsPendingSinks(t *testing.T) {
+	b, f, flushes, _ := setup(nil)
+	s := &sink{got: map[uint64]outcome{}}
+	s.wg.Add(2)
+	b.Add(Item{Key: "pending", Field: "c:o", Lease: time.Second, Sink: s, Op: 1})
+	b.Close()
+	b.AddAll([]Item{{Key: "after", Field: "c:o", Lease: time.Second, Sink: s, Op: 2}})
+	(*flushes)[0]()
+	s.wg.Wait()
+	if len(f.batches) != 0 {
+		t.Fatal("a batch was sent after Close")
+	}
+	for _, op := range []uint64{1, 2} {
+		if r, ok := s.got[op]; !ok || !errors.Is(r.err, ErrClosed) {
+			t.Fatalf("op %d: %+v (given %v)", op, r, ok)
+		}
+	}
+}

@@ -185,7 +185,7 @@ func (s *System) napFired(k int64) {
 		} else {
 			s.napLocked(e)
 			if eff.Kind == lockactor.EffRenew {
-				*renews = append(*renews, renewal.Item{Script: eff.Script, Key: eff.Key, Field: eff.Field, Lease: eff.Lease, Token: eff.Token, Sink: e, Op: eff.Op})
+				*renews = append(*renews, renewal.Item{Script: eff.Script, Key: eff.Key, Field: eff.Field, Lease: eff.Lease, Token: eff.Token, Done: e.renewDone(eff.Op)})
 			}
 		}
 		e = next
@@ -203,11 +203,13 @@ func (s *System) napFired(k int64) {
 // renewBufs holds the slices napFired builds its renewals in.
 var renewBufs = sync.Pool{New: func() any { return new([]renewal.Item) }}
 
-// RenewalDone takes the outcome of a renewal the record of e sent (Fire),
-// whose Op is the record's generation: e is the renewal.Sink of its
-// record's renewals, so that a renewal in flight costs e no closure.
-func (e *entry) RenewalDone(op uint64, sent time.Time, renewed bool, err error) {
-	e.renewed(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: e.sys.renewFault(err)})
+// renewDone is the Done of a renewal the record of e sent (Fire), whose
+// Op is the record's generation.
+func (e *entry) renewDone(op uint64) func(time.Time, bool, error) {
+	return func(sent time.Time, renewed bool, err error) {
+		s := e.sys
+		e.renewed(lockactor.Msg{Kind: lockactor.MsgRenewReply, Op: op, Sent: sent, Renewed: renewed, Err: err, Fault: s.renewFault(err)})
+	}
 }
 
 // renewed takes the reply to a renewal the record of e sent: the record

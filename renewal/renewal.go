@@ -8,10 +8,9 @@
 // # Concurrency
 //
 // Add may be called from any goroutine. A Batcher owns the goroutines that
-// carry its calls and waits for them in Close. Each Item's outcome is given
-// exactly once, to its Sink or else its Done, from one of those goroutines
-// (or from the caller of Add or Close when the batcher is already closed);
-// it must not block.
+// carry its calls and waits for them in Close. Each Item's Done is called
+// exactly once, from one of those goroutines (or from Close's caller when the
+// batcher is already closed); it must not block.
 package renewal
 
 import (
@@ -25,7 +24,7 @@ import (
 	"github.com/holdfast/holdfast/scripts"
 )
 
-// ErrClosed is the outcome of items added after Close.
+// ErrClosed is given to Done for items added after Close.
 var ErrClosed = errors.New("renewal: batcher closed")
 
 // Item is one renewal: extend Field's lease on Key to Lease, with Script.
@@ -40,33 +39,11 @@ type Item struct {
 	// Token is the fencing token of the hold renewed (0 for a waiter's
 	// place), for the logs of a failed renewal (see Token).
 	Token uint64
-	// Sink, when set, receives the outcome with Op: a receiver that keeps
-	// what it needs to know of the renewal, so that a renewal costs no
-	// closure of its own. Done receives it otherwise.
-	Sink Sink
-	// Op is given to Sink with the outcome (the lock runtime's owner
-	// generation); the Batcher does not read it.
-	Op uint64
-	// Done receives the outcome when Sink is nil: sent is the clock time
-	// taken before the batch carrying the item was sent (the start of the
-	// new lease's validity); renewed is false when Key no longer holds
-	// Field; err is the call's error, in which case renewed is meaningless.
+	// Done receives the outcome: sent is the clock time taken before the
+	// batch carrying the item was sent (the start of the new lease's
+	// validity); renewed is false when Key no longer holds Field; err is the
+	// call's error, in which case renewed is meaningless.
 	Done func(sent time.Time, renewed bool, err error)
-}
-
-// Sink receives the outcomes of the Items that name it, as Done would,
-// with each Item's Op.
-type Sink interface {
-	RenewalDone(op uint64, sent time.Time, renewed bool, err error)
-}
-
-// done gives it its outcome: to its Sink if set, to its Done otherwise.
-func (it *Item) done(sent time.Time, renewed bool, err error) {
-	if it.Sink != nil {
-		it.Sink.RenewalDone(it.Op, sent, renewed, err)
-		return
-	}
-	it.Done(sent, renewed, err)
 }
 
 // Exec runs script on keys with args (field, lease-ms pairs) and returns
@@ -164,7 +141,7 @@ func (b *Batcher) AddAll(items []Item) {
 	if b.closed {
 		b.mu.Unlock()
 		for _, it := range items {
-			it.done(time.Time{}, false, ErrClosed)
+			it.Done(time.Time{}, false, ErrClosed)
 		}
 		return
 	}
@@ -188,7 +165,7 @@ func (b *Batcher) flush() {
 	if b.closed {
 		b.mu.Unlock()
 		for _, it := range items {
-			it.done(time.Time{}, false, ErrClosed)
+			it.Done(time.Time{}, false, ErrClosed)
 		}
 		return
 	}
@@ -264,7 +241,7 @@ func (b *Batcher) takeBuffer(n int) *roundBuffer {
 }
 
 // keep makes a finished round's slices the spare ones, cleared so they
-// hold on to no item's receiver or key.
+// hold on to no item's closure or key.
 func (b *Batcher) keep(items []Item, buf *roundBuffer) {
 	clear(items)
 	clear(buf.keys)
@@ -374,10 +351,10 @@ func report(batch []Item, sent time.Time, renewed []bool, err error) {
 	}
 	for i, it := range batch {
 		if err != nil {
-			it.done(sent, false, err)
+			it.Done(sent, false, err)
 			continue
 		}
-		it.done(sent, renewed[i], nil)
+		it.Done(sent, renewed[i], nil)
 	}
 }
 
@@ -397,7 +374,7 @@ func (b *Batcher) Close() {
 	b.pending = nil
 	b.mu.Unlock()
 	for _, it := range items {
-		it.done(time.Time{}, false, ErrClosed)
+		it.Done(time.Time{}, false, ErrClosed)
 	}
 	b.wg.Wait()
 }

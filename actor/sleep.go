@@ -34,7 +34,7 @@ import (
 // entries (prev, next): filing costs a hold no memory of its own. e is not
 // filed (unnapLocked). s.mu is held.
 func (s *System) napLocked(e *entry) {
-	due := e.rec.Due(s.cfg.Machine.Slack)
+	due := e.rec.Due(s.epoch, s.cfg.Machine.Slack)
 	// A bucket's records fire on the tick a wheel timer of their own
 	// would: its timer is set for the due time of its first record.
 	k := s.cfg.Wheel.TickOf(due)
@@ -59,7 +59,7 @@ func (s *System) unnapLocked(e *entry) {
 	if e.prev != nil {
 		e.prev.next = e.next
 	} else {
-		k := s.cfg.Wheel.TickOf(e.rec.Due(s.cfg.Machine.Slack))
+		k := s.cfg.Wheel.TickOf(e.rec.Due(s.epoch, s.cfg.Machine.Slack))
 		if s.naps[k] != e {
 			panic("actor: a sleeping record changed while filed")
 		}
@@ -117,7 +117,7 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	if a.e == nil || a.calls > 0 || a.renewals > 0 || a.firing > 0 || a.unsub != nil || a.done {
 		return false
 	}
-	rec, ok := a.m.Sleep()
+	rec, ok := a.m.Sleep(s.epoch)
 	if !ok {
 		return false
 	}
@@ -149,7 +149,7 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 // in the incarnation that claimed them.
 func (a *lockActor) wake(rec *lockactor.Dormant, h lockactor.Handle) {
 	buf := effectBufs.Get().(*[]lockactor.Effect)
-	m, effs := lockactor.Wake(a.name, a.sys.cfg.Machine, rec, (*buf)[:0])
+	m, effs := lockactor.Wake(a.name, a.sys.cfg.Machine, a.sys.epoch, rec, (*buf)[:0])
 	a.m = m
 	if rec.Renewing() {
 		a.renewals++ // the record's renewal answers here now
@@ -190,7 +190,7 @@ func (s *System) napFired(k int64) {
 		// of its bucket), and is unfiled now, its record free to change.
 		e.prev, e.next, e.filed = nil, nil, false
 		e.fieldBack()
-		eff, msg := e.rec.Fire(now, e.name, s.cfg.Machine.Slack)
+		eff, msg := e.rec.Fire(s.epoch, now, e.name, s.cfg.Machine.Slack)
 		if _, ok := e.handle.(lockactor.FieldGiver); ok {
 			// The renewal carries the field; the record need not.
 			e.rec.ShedField()
@@ -245,7 +245,7 @@ func (e *entry) renewed(msg lockactor.Msg) {
 	s.mu.Lock()
 	if e.asleep && e.pid == nil {
 		s.unnapLocked(e)
-		dl, wake := e.rec.RenewReply(msg)
+		dl, wake := e.rec.RenewReply(s.epoch, msg)
 		if !wake {
 			if dl.Kind == lockactor.EffDeadline {
 				e.handle.SetDeadline(dl.At)

@@ -62,6 +62,9 @@ type Config struct {
 // System is the set of lock actors of one client.
 type System struct {
 	cfg Config
+	// epoch is the time, from Config.Clock at New, that sleeping records
+	// keep their deadlines from (lockactor.Dormant).
+	epoch time.Time
 	// root is the process's protoactor system's (see shared), which this
 	// System uses from New until Close.
 	root *protoactor.RootContext
@@ -138,6 +141,7 @@ func New(cfg Config) *System {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &System{
 		cfg:         cfg,
+		epoch:       cfg.Clock.Now(),
 		root:        as.Root,
 		calls:       ctx,
 		wallClock:   IsWallClock(cfg.Clock),

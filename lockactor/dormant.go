@@ -20,6 +20,14 @@ import (
 // and steps it with that input as it would have stepped the machine that
 // slept. A Dormant has one owner, like a Machine.
 //
+// The record keeps its deadline as an offset from an epoch, a time the
+// runtime took from its clock once and passes to every method that needs
+// the deadline (Sleep, Deadline, Due, Fire, RenewReply, Wake): one
+// time.Time per runtime rather than one per record. The offset is a
+// difference of two readings of the same clock, so with the real clock it
+// is a difference of monotonic readings, as the machine's comparisons are:
+// a step of the wall clock moves no deadline.
+//
 // Its fields are what the machine's state comes to when quiet, and no more
 // (its kind is its request's; a renewal in flight asked for its lease):
 // the runtime keeps one per held lock.
@@ -35,11 +43,13 @@ type Dormant struct {
 	// lease is the owner's lease, and the request's: a machine whose
 	// request asked for another (a nested grant's longer lease outlived
 	// it) does not sleep.
-	lease    time.Duration
-	deadline time.Time
-	// renewIn is when the next renewal is due, as an offset from deadline
-	// (a second time.Time would take the record past its size class); zero
-	// without the watchdog.
+	lease time.Duration
+	// deadline is the hold's validity deadline, as an offset from the
+	// runtime's epoch (see Dormant): a time.Time would take three times the
+	// room, and the runtime's entry past its size class.
+	deadline time.Duration
+	// renewIn is when the next renewal is due, as an offset from the
+	// deadline; zero without the watchdog.
 	renewIn     time.Duration
 	count       uint16 // the owner's reentry count in Redis (one, unless a reentry that gave up left more)
 	mode        uint8  // the owner's
@@ -82,8 +92,12 @@ func (m *Machine) quietHold() (*owner, *request) {
 // renewal is not in flight. It reports false, and changes nothing,
 // otherwise. After a successful Sleep the machine must not be used: its
 // timers are replaced by the record's (Due), and its state lives on in the
-// record.
-func (m *Machine) Sleep() (Dormant, bool) {
+// record. epoch is the time the record's deadline is kept from (see
+// Dormant): a reading of the clock the machine is stepped with, the one
+// the runtime passes to the record's every method. A deadline the offset
+// cannot give back exactly (more than 292 years away, or a reading with
+// a monotonic part when epoch has none, or the reverse) does not sleep.
+func (m *Machine) Sleep(epoch time.Time) (Dormant, bool) {
 	o, r := m.quietHold()
 	if r == nil || o.renewInFlight {
 		return Dormant{}, false
@@ -91,9 +105,13 @@ func (m *Machine) Sleep() (Dormant, bool) {
 	if o.count != int64(uint16(o.count)) || r.Lease != o.lease {
 		return Dormant{}, false
 	}
+	deadline, ok := offsetOf(o.deadline, epoch)
+	if !ok {
+		return Dormant{}, false
+	}
 	d := Dormant{
 		id: r.ID, field: r.Field, kind: r.Kind, reqMode: r.Mode, reqWatchdog: r.Watchdog,
-		gen: o.gen, nextID: m.nextID, token: o.token, lease: o.lease, deadline: o.deadline,
+		gen: o.gen, nextID: m.nextID, token: o.token, lease: o.lease, deadline: deadline,
 		count: uint16(o.count), mode: o.mode, watchdog: o.watchdog,
 	}
 	switch {
@@ -108,6 +126,18 @@ func (m *Machine) Sleep() (Dormant, bool) {
 	return d, true
 }
 
+// offsetOf is t as an offset from epoch, and whether epoch.Add of it gives
+// t back: the same instant, read the same way (both with a monotonic
+// reading, compared by it, or both without).
+func offsetOf(t, epoch time.Time) (time.Duration, bool) {
+	off := t.Sub(epoch)
+	return off, epoch.Add(off).Equal(t) && hasMonotonic(t) == hasMonotonic(epoch)
+}
+
+// hasMonotonic reports whether t carries a monotonic clock reading, which
+// Round(0) strips (t == t.Round(0) compares the readings, not the instants).
+func hasMonotonic(t time.Time) bool { return t != t.Round(0) }
+
 // request is the request d keeps, as Wake gives it back: its Wait is
 // reduced to its sign.
 func (d *Dormant) request() Request {
@@ -115,8 +145,11 @@ func (d *Dormant) request() Request {
 		Watchdog: d.reqWatchdog, Mode: d.reqMode}
 }
 
-// renewNext is when the next renewal is due (with the watchdog).
-func (d *Dormant) renewNext() time.Time { return d.deadline.Add(d.renewIn) }
+// deadlineAt is the hold's validity deadline, from epoch.
+func (d *Dormant) deadlineAt(epoch time.Time) time.Time { return epoch.Add(d.deadline) }
+
+// renewNext is when the next renewal is due (with the watchdog), from epoch.
+func (d *Dormant) renewNext(epoch time.Time) time.Time { return epoch.Add(d.deadline + d.renewIn) }
 
 // ID is the request holding the lock.
 func (d *Dormant) ID() ReqID { return d.id }
@@ -142,15 +175,16 @@ func (d *Dormant) SetField(field string) { d.field = field }
 // reply, RenewReply's or the woken machine's, is still to come.
 func (d *Dormant) Renewing() bool { return d.renewing }
 
-// Deadline is the hold's validity deadline.
-func (d *Dormant) Deadline() time.Time { return d.deadline }
+// Deadline is the hold's validity deadline. epoch is the one Sleep was
+// given, as for every method below.
+func (d *Dormant) Deadline(epoch time.Time) time.Time { return d.deadlineAt(epoch) }
 
 // Due is when the runtime must call Fire: the next renewal, or the moment
 // the machine's deadline timer would fire. slack is the machine's
 // Config.Slack.
-func (d *Dormant) Due(slack time.Duration) time.Time {
-	end := d.deadline.Add(-slack)
-	if next := d.renewNext(); d.watchdog && !d.renewing && next.Before(end) {
+func (d *Dormant) Due(epoch time.Time, slack time.Duration) time.Time {
+	end := d.deadlineAt(epoch).Add(-slack)
+	if next := d.renewNext(epoch); d.watchdog && !d.renewing && next.Before(end) {
 		return next
 	}
 	return end
@@ -161,15 +195,16 @@ func (d *Dormant) Due(slack time.Duration) time.Time {
 // deadline timer is due, the message (wake.Kind != 0) to step the machine
 // rebuilt by Wake with: the hold is lost unless a renewal made it in time,
 // and that takes the machine.
-func (d *Dormant) Fire(now time.Time, name string, slack time.Duration) (renew Effect, wake Msg) {
-	if !now.Before(d.deadline.Add(-slack)) {
+func (d *Dormant) Fire(epoch, now time.Time, name string, slack time.Duration) (renew Effect, wake Msg) {
+	deadline := d.deadlineAt(epoch)
+	if !now.Before(deadline.Add(-slack)) {
 		return Effect{}, Msg{Kind: MsgTimer, Timer: TimerKey{TimerDeadline, d.gen}}
 	}
-	next := d.renewNext()
+	next := d.renewNext(epoch)
 	if !d.watchdog || now.Before(next) {
 		return Effect{}, Msg{}
 	}
-	d.renewIn = renewalAfter(next, now, d.lease).Sub(d.deadline)
+	d.renewIn = renewalAfter(next, now, d.lease).Sub(deadline)
 	if d.renewing {
 		return Effect{}, Msg{}
 	}
@@ -182,38 +217,46 @@ func (d *Dormant) Fire(now time.Time, name string, slack time.Duration) (renew E
 // to carry out if the deadline moved (Kind 0 if not). Any other outcome —
 // the key lost, an error to retry or to end the hold with — is the
 // machine's: wake reports that the runtime must rebuild it with Wake and
-// step it with msg.
-func (d *Dormant) RenewReply(msg Msg) (deadline Effect, wake bool) {
+// step it with msg. So is a new deadline the record cannot keep from epoch
+// (see Sleep): the machine keeps it.
+func (d *Dormant) RenewReply(epoch time.Time, msg Msg) (deadline Effect, wake bool) {
 	if msg.Kind != MsgRenewReply || msg.Op != d.gen || !d.renewing {
 		return Effect{}, false // not this record's renewal: the machine would drop it too
 	}
 	if msg.Fault != NoFault || !msg.Renewed {
 		return Effect{}, true
 	}
-	d.renewing = false
-	if v := Validity(msg.Sent, d.lease); v.After(d.deadline) {
-		if d.watchdog {
-			d.renewIn = d.renewNext().Sub(v)
-		}
-		d.deadline = v
-		return Effect{Kind: EffDeadline, ID: d.id, At: v}, false
+	v := Validity(msg.Sent, d.lease)
+	if !v.After(d.deadlineAt(epoch)) {
+		d.renewing = false
+		return Effect{}, false
 	}
-	return Effect{}, false
+	off, ok := offsetOf(v, epoch)
+	if !ok {
+		return Effect{}, true
+	}
+	d.renewing = false
+	if d.watchdog {
+		d.renewIn -= off - d.deadline // the next renewal stays where it was
+	}
+	d.deadline = off
+	return Effect{Kind: EffDeadline, ID: d.id, At: v}, false
 }
 
 // Wake rebuilds the machine that slept into d, in the state it slept in
-// (with the renewal Fire asked for still in flight, if it is), appending to
+// (with the renewal Fire asked for still in flight, if it is) from epoch
+// (the one Sleep was given), appending to
 // buf the effects that set its timers again. The runtime then steps it with
 // the input that woke it.
-func Wake(name string, cfg Config, d *Dormant, buf []Effect) (*Machine, []Effect) {
+func Wake(name string, cfg Config, epoch time.Time, d *Dormant, buf []Effect) (*Machine, []Effect) {
 	m := New(name, cfg)
 	m.kind = d.kindOf()
 	m.nextID = d.nextID
 	o := &owner{gen: d.gen, field: d.field, mode: d.mode, count: int64(d.count), token: d.token,
-		lease: d.lease, watchdog: d.watchdog, deadline: d.deadline,
+		lease: d.lease, watchdog: d.watchdog, deadline: d.deadlineAt(epoch),
 		renewInFlight: d.renewing, renewLease: d.lease, current: true}
 	if d.watchdog {
-		o.renewNext = d.renewNext()
+		o.renewNext = d.renewNext(epoch)
 	}
 	o.op.backoff = m.cfg.Backoff
 	r := &request{Request: d.request(), tryOnce: d.wait == 0, state: stateHeld, granted: true, owner: o}

@@ -5,7 +5,12 @@ import (
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 )
+
+// epoch is the time the tests' records keep their deadlines from: an hour
+// before t0, so that an offset is not the time itself.
+var epoch = t0.Add(-time.Hour)
 
 // holdOne returns a driver whose machine holds request 1 (watchdog lease)
 // granted from a request sent at t0.
@@ -23,18 +28,18 @@ func holdWaiting(t *testing.T, wait time.Duration) *driver {
 func TestSleepOnlyWhenQuiet(t *testing.T) {
 	d := newDriver(t)
 	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
-	if _, ok := d.m.Sleep(); ok {
+	if _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with its acquire in flight")
 	}
 	d.step(granted(acq.Op, 1, 7))
 	d.enqueue(2, "c:b", -1)
-	if _, ok := d.m.Sleep(); ok {
+	if _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with a waiter")
 	}
 
 	d = holdOne(t)
 	d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 2, Field: "c:a", Lease: lease, Watchdog: true, Wait: -1}})
-	if _, ok := d.m.Sleep(); ok {
+	if _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with a reentry in flight")
 	}
 
@@ -42,50 +47,50 @@ func TestSleepOnlyWhenQuiet(t *testing.T) {
 	gen := d.m.owners[0].gen
 	d.now = t0.Add(lease / 3)
 	one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}}), EffRenew)
-	if _, ok := d.m.Sleep(); ok {
+	if _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with its renewal in flight")
 	}
 
 	d = holdOne(t)
-	rec, ok := d.m.Sleep()
+	rec, ok := d.m.Sleep(epoch)
 	if !ok {
 		t.Fatal("a quiet held lock did not sleep")
 	}
-	if rec.ID() != 1 || rec.Field() != "c:a" || !rec.Deadline().Equal(Validity(t0, lease)) {
-		t.Fatalf("record of request %d field %q deadline %v", rec.ID(), rec.Field(), rec.Deadline())
+	if rec.ID() != 1 || rec.Field() != "c:a" || !rec.Deadline(epoch).Equal(Validity(t0, lease)) {
+		t.Fatalf("record of request %d field %q deadline %v", rec.ID(), rec.Field(), rec.Deadline(epoch))
 	}
 }
 
 func TestDormantRenewsOnTheGrid(t *testing.T) {
 	d := holdOne(t)
 	gen := d.m.owners[0].gen
-	rec, _ := d.m.Sleep()
-	if want := t0.Add(lease / 3); !rec.Due(10 * time.Millisecond).Equal(want) {
-		t.Fatalf("due %v, want the first renewal %v", rec.Due(10*time.Millisecond), want)
+	rec, _ := d.m.Sleep(epoch)
+	if want := t0.Add(lease / 3); !rec.Due(epoch, 10*time.Millisecond).Equal(want) {
+		t.Fatalf("due %v, want the first renewal %v", rec.Due(epoch, 10*time.Millisecond), want)
 	}
-	if r, w := rec.Fire(t0.Add(time.Second), "n", 10*time.Millisecond); r.Kind != 0 || w.Kind != 0 {
+	if r, w := rec.Fire(epoch, t0.Add(time.Second), "n", 10*time.Millisecond); r.Kind != 0 || w.Kind != 0 {
 		t.Fatalf("early firing did %v / %v", r.Kind, w.Kind)
 	}
 	now := t0.Add(lease/3 + 3*time.Millisecond)
-	r, w := rec.Fire(now, "n", 10*time.Millisecond)
+	r, w := rec.Fire(epoch, now, "n", 10*time.Millisecond)
 	if r.Kind != EffRenew || w.Kind != 0 || r.Op != gen || r.Field != "c:a" || r.Lease != lease || r.Key != "holdfast:{n}" {
 		t.Fatalf("renewal %+v, wake %v", r, w.Kind)
 	}
-	if want := rec.Deadline().Add(-10 * time.Millisecond); !rec.Due(10 * time.Millisecond).Equal(want) {
-		t.Fatalf("due %v while renewing, want the deadline timer's %v", rec.Due(10*time.Millisecond), want)
+	if want := rec.Deadline(epoch).Add(-10 * time.Millisecond); !rec.Due(epoch, 10*time.Millisecond).Equal(want) {
+		t.Fatalf("due %v while renewing, want the deadline timer's %v", rec.Due(epoch, 10*time.Millisecond), want)
 	}
-	if r, _ := rec.Fire(now.Add(time.Millisecond), "n", 10*time.Millisecond); r.Kind != 0 {
+	if r, _ := rec.Fire(epoch, now.Add(time.Millisecond), "n", 10*time.Millisecond); r.Kind != 0 {
 		t.Fatal("a second renewal while one is in flight")
 	}
-	dl, wake := rec.RenewReply(Msg{Kind: MsgRenewReply, Op: gen, Sent: now, Renewed: true})
+	dl, wake := rec.RenewReply(epoch, Msg{Kind: MsgRenewReply, Op: gen, Sent: now, Renewed: true})
 	if wake || dl.Kind != EffDeadline || dl.ID != 1 || !dl.At.Equal(Validity(now, lease)) {
 		t.Fatalf("reply gave %+v wake %v, want the deadline %v", dl, wake, Validity(now, lease))
 	}
-	if want := t0.Add(2 * lease / 3); !rec.Due(10 * time.Millisecond).Equal(want) {
-		t.Fatalf("next renewal %v, want %v (on the grid, no drift)", rec.Due(10*time.Millisecond), want)
+	if want := t0.Add(2 * lease / 3); !rec.Due(epoch, 10*time.Millisecond).Equal(want) {
+		t.Fatalf("next renewal %v, want %v (on the grid, no drift)", rec.Due(epoch, 10*time.Millisecond), want)
 	}
 	// A stale reply (another generation) changes nothing.
-	if dl, wake := rec.RenewReply(Msg{Kind: MsgRenewReply, Op: gen + 1, Sent: now, Renewed: false}); dl.Kind != 0 || wake {
+	if dl, wake := rec.RenewReply(epoch, Msg{Kind: MsgRenewReply, Op: gen + 1, Sent: now, Renewed: false}); dl.Kind != 0 || wake {
 		t.Fatal("a stale reply was taken")
 	}
 }
@@ -94,19 +99,19 @@ func TestDormantFixedLeaseWakesAtItsDeadline(t *testing.T) {
 	d := newDriver(t)
 	d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 1, Field: "c:a", Lease: time.Second, Wait: -1}})
 	d.step(granted(1, 1, 1))
-	rec, ok := d.m.Sleep()
+	rec, ok := d.m.Sleep(epoch)
 	if !ok {
 		t.Fatal("did not sleep")
 	}
-	due := rec.Due(10 * time.Millisecond)
+	due := rec.Due(epoch, 10*time.Millisecond)
 	if want := t0.Add(time.Second - Drift(time.Second) - 10*time.Millisecond); !due.Equal(want) {
 		t.Fatalf("due %v, want the deadline timer's %v", due, want)
 	}
-	r, w := rec.Fire(due, "n", 10*time.Millisecond)
+	r, w := rec.Fire(epoch, due, "n", 10*time.Millisecond)
 	if r.Kind != 0 || w.Kind != MsgTimer || w.Timer.Kind != TimerDeadline {
 		t.Fatalf("firing at the deadline gave %+v / %+v", r, w)
 	}
-	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, &rec, nil)
+	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, epoch, &rec, nil)
 	if l := one(t, m.Step(due, w), EffLost); !errors.Is(l.Err, ErrLeaseExpired) {
 		t.Fatalf("lost %v", l.Err)
 	}
@@ -166,7 +171,7 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			awake, asleep := holdWaiting(t, tc.wait), holdWaiting(t, tc.wait)
 			gen := awake.m.owners[0].gen
-			rec, ok := asleep.m.Sleep()
+			rec, ok := asleep.m.Sleep(epoch)
 			if !ok {
 				t.Fatal("did not sleep")
 			}
@@ -175,7 +180,7 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 			now := t0.Add(lease/3 + time.Millisecond)
 			awake.now = now
 			awake.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}})
-			if r, _ := rec.Fire(now, "n", 10*time.Millisecond); r.Kind != EffRenew {
+			if r, _ := rec.Fire(epoch, now, "n", 10*time.Millisecond); r.Kind != EffRenew {
 				t.Fatal("the record did not renew")
 			}
 			sent := now
@@ -184,11 +189,11 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 				reply := Msg{Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: true}
 				awake.now = now
 				awake.step(reply)
-				if _, wake := rec.RenewReply(reply); wake {
+				if _, wake := rec.RenewReply(epoch, reply); wake {
 					t.Fatal("a renewal that succeeded woke the record")
 				}
 			}
-			m, effs := Wake("n", cfg, &rec, nil)
+			m, effs := Wake("n", cfg, epoch, &rec, nil)
 			for _, e := range effs {
 				if e.Kind != EffSchedule {
 					t.Fatalf("waking emitted %v", e.Kind)
@@ -233,5 +238,79 @@ func TestUsesField(t *testing.T) {
 	d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{0}})
 	if d.m.UsesField("c:a") {
 		t.Fatal("the field is still in use after its release was answered")
+	}
+}
+
+// TestDormantSize: the record is 88 bytes, its deadline an 8-byte offset
+// from the runtime's epoch, so that the actor runtime's entry, which
+// embeds it, stays within its 160-byte size class.
+func TestDormantSize(t *testing.T) {
+	if n := unsafe.Sizeof(Dormant{}); n > 88 {
+		t.Fatalf("a Dormant is %d bytes, want at most 88", n)
+	}
+}
+
+// TestDormantDeadlineFromEpoch: the record gives back its machine's
+// deadline from whatever epoch it slept with, read the way the machine
+// read it: with the real clock's monotonic reading, by that reading.
+func TestDormantDeadlineFromEpoch(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		base  time.Time // the machine's clock: when it sent its acquire
+		epoch time.Time
+	}{
+		{"after the deadline", t0, t0.Add(365 * 24 * time.Hour)},
+		{"monotonic", time.Now(), time.Now().Add(-time.Hour)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDriver(t)
+			d.now = tc.base
+			acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
+			d.now = tc.base.Add(5 * time.Millisecond)
+			d.step(granted(acq.Op, 1, 7))
+			want := d.m.owners[0].deadline
+			rec, ok := d.m.Sleep(tc.epoch)
+			if !ok {
+				t.Fatal("did not sleep")
+			}
+			got := rec.Deadline(tc.epoch)
+			if !got.Equal(want) || hasMonotonic(got) != hasMonotonic(want) || !got.Equal(Validity(tc.base, lease)) {
+				t.Fatalf("deadline %v (monotonic %v), want %v (monotonic %v)", got, hasMonotonic(got), want, hasMonotonic(want))
+			}
+			m, _ := Wake("n", Config{}, tc.epoch, &rec, nil)
+			if dl := m.owners[0].deadline; !dl.Equal(want) || hasMonotonic(dl) != hasMonotonic(want) {
+				t.Fatalf("woken deadline %v, want %v", dl, want)
+			}
+		})
+	}
+}
+
+// TestDormantKeepsOnlyDeadlinesItCanGiveBack: a deadline read another way
+// than the epoch (one with a monotonic reading, the other without) would
+// come back from the offset compared by another clock: the machine does
+// not sleep with it, and a record does not take such a renewal but wakes
+// its machine with it.
+func TestDormantKeepsOnlyDeadlinesItCanGiveBack(t *testing.T) {
+	d := holdOne(t)
+	if _, ok := d.m.Sleep(time.Now()); ok {
+		t.Fatal("a deadline without a monotonic reading slept from an epoch with one")
+	}
+	gen := d.m.owners[0].gen
+	rec, ok := d.m.Sleep(epoch)
+	if !ok {
+		t.Fatal("did not sleep")
+	}
+	now := t0.Add(lease/3 + time.Millisecond)
+	if r, _ := rec.Fire(epoch, now, "n", 10*time.Millisecond); r.Kind != EffRenew {
+		t.Fatal("the record did not renew")
+	}
+	before := rec
+	sent := time.Now() // a monotonic reading, after t0
+	dl, wake := rec.RenewReply(epoch, Msg{Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: true})
+	if !wake || dl.Kind != 0 {
+		t.Fatalf("a deadline the record cannot keep gave %+v, wake %v; want the machine woken", dl, wake)
+	}
+	if rec != before || !rec.Renewing() {
+		t.Fatal("the record changed, or forgot its renewal in flight, for a reply it left to the machine")
 	}
 }

@@ -39,11 +39,14 @@ type ClientConfig struct {
 // runner), which need exported names; the type itself stays unexported so
 // that they are not part of sim's API.
 type engine struct {
-	w           *World
-	id          string
-	instance    string // the random part of its owner fields, by creation order here
-	machineCfg  lockactor.Config
-	drift       float64
+	w          *World
+	id         string
+	instance   string // the random part of its owner fields, by creation order here
+	machineCfg lockactor.Config
+	drift      float64
+	// epoch is the client's clock reading at its creation, which its
+	// sleeping records keep their deadlines from (lockactor.Dormant).
+	epoch       time.Time
 	public      *holdfast.Client
 	machines    map[string]*machine
 	paused      bool
@@ -88,6 +91,7 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 	}
 	c := &engine{w: w, id: cfg.ID, instance: "s" + strconv.Itoa(len(w.clients)+1), drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
 		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow, WaiterTimeout: cfg.WaiterTimeout}}
+	c.epoch = c.now()
 	pub, err := clientkit.NewClient(holdfast.Config{
 		Clock:           w.clock,
 		WatchdogTimeout: cfg.WatchdogTimeout,
@@ -260,7 +264,7 @@ func (c *engine) deliverTo(m *machine, msg lockactor.Msg) {
 			panic(fmt.Sprintf("sim: a call's reply reached the sleeping machine of %s: it slept with a call in flight", name))
 		}
 		if msg.Kind == lockactor.MsgRenewReply {
-			dl, wake := m.dormant.RenewReply(msg)
+			dl, wake := m.dormant.RenewReply(c.epoch, msg)
 			if !wake {
 				if dl.Kind != 0 {
 					c.apply(m, dl)
@@ -292,7 +296,7 @@ func (c *engine) maybeSleep(m *machine) {
 	if m.calls > 0 || m.subscribed || c.closed {
 		return
 	}
-	rec, ok := m.m.Sleep()
+	rec, ok := m.m.Sleep(c.epoch)
 	if !ok || c.w.rng.Intn(2) == 0 {
 		return
 	}
@@ -306,11 +310,11 @@ func (c *engine) armDormant(m *machine) {
 	c.w.seq++
 	gen := c.w.seq
 	m.dormantGen = gen
-	c.w.at(c.worldTime(m.dormant.Due(c.machineCfg.Slack)), c, func() {
+	c.w.at(c.worldTime(m.dormant.Due(c.epoch, c.machineCfg.Slack)), c, func() {
 		if c.machines[m.name] != m || m.dormant == nil || m.dormantGen != gen {
 			return
 		}
-		renew, wake := m.dormant.Fire(c.now(), m.name, c.machineCfg.Slack)
+		renew, wake := m.dormant.Fire(c.epoch, c.now(), m.name, c.machineCfg.Slack)
 		if wake.Kind != 0 {
 			c.deliverTo(m, wake)
 			return
@@ -324,7 +328,7 @@ func (c *engine) armDormant(m *machine) {
 
 // wake rebuilds the machine from its record.
 func (c *engine) wake(m *machine) {
-	mm, effs := lockactor.Wake(m.name, c.machineCfg, m.dormant, nil)
+	mm, effs := lockactor.Wake(m.name, c.machineCfg, c.epoch, m.dormant, nil)
 	m.m, m.dormant = mm, nil
 	for _, e := range effs {
 		c.apply(m, e)

@@ -95,6 +95,7 @@ type policy interface {
 // attempt is one ordinary Lock request for one part.
 type attempt struct {
 	part     int
+	field    string        // the request's owner field, set before Enqueue
 	ref      lockactor.Ref // zero until Enqueue returned
 	held     bool
 	over     bool
@@ -198,6 +199,7 @@ func (c *composite) enqueue(p int, wait time.Duration) *attempt {
 	t := c.targets[p]
 	c.out = append(c.out, func() {
 		req := t.Client.newRequest(c.owner, c.o.lease, wait, nil, 0)
+		a.field = req.Field
 		ref, err := t.Client.eng.Enqueue(t.Name, req, attemptHandle{c, a})
 		if err != nil {
 			attemptHandle{c, a}.Lost(err)
@@ -437,6 +439,10 @@ func (h attemptHandle) Acquired(token uint64, deadline time.Time) {
 		}
 	})
 }
+
+// OwnerField gives the part's owner field again (lockactor.FieldGiver):
+// its actor may then keep the hold asleep.
+func (h attemptHandle) OwnerField() string { return h.a.field }
 
 func (h attemptHandle) SetDeadline(d time.Time) {
 	c, a := h.c, h.a

@@ -413,3 +413,26 @@ func TestNoLetterMeetsAStoppedActor(t *testing.T) {
 		t.Fatalf("%d records asleep after Close", s)
 	}
 }
+
+// A LockAll's parts sleep like plain holds: the composite's part handle
+// gives its owner field back, so the records keep none. Asleep, the parts
+// keep their leases, and Release wakes and releases them.
+func TestLockAllPartsSleep(t *testing.T) {
+	srv := redistest.Start(t)
+	const lease = 900 * time.Millisecond
+	c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease})
+	l := holdfast.LockAll(context.Background(), []holdfast.Target{{Client: c, Name: "part-a"}, {Client: c, Name: "part-b"}})
+	mustAcquire(t, l)
+	waitAsleep(t, c, 2)
+	time.Sleep(3 * lease) // only the records' renewals keep the parts
+	notLost(t, l)
+	for _, name := range []string{"part-a", "part-b"} {
+		if left := pttl(t, srv, name); left <= 0 || left > lease {
+			t.Fatalf("PTTL %v of sleeping part %s, want within the lease %v", left, name, lease)
+		}
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatalf("Release of a sleeping LockAll: %v", err)
+	}
+	noLockKeys(t, srv)
+}

@@ -95,18 +95,9 @@ func (s *System) claim(name string, self *protoactor.PID) (e *entry, rec lockact
 	if !e.asleep {
 		return e, rec, nil, false
 	}
-	e.fieldBack()
 	rec, h = e.rec, e.handle
 	e.asleep, e.rec, e.handle = false, lockactor.Dormant{}, nil
 	return e, rec, h, true
-}
-
-// fieldBack gives the sleeping record of e its owner field back if it shed
-// it (trySleep): Fire and Wake need it. s.mu is held.
-func (e *entry) fieldBack() {
-	if e.rec.Field() == "" {
-		e.rec.SetField(e.handle.(lockactor.FieldGiver).OwnerField())
-	}
 }
 
 // trySleep puts the actor to sleep if its machine can (Machine.Sleep),
@@ -117,15 +108,16 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	if a.e == nil || a.calls > 0 || a.renewals > 0 || a.firing > 0 || a.unsub != nil || a.done {
 		return false
 	}
-	rec, ok := a.m.Sleep(s.epoch)
+	rec, field, ok := a.m.Sleep(s.epoch)
 	if !ok {
 		return false
 	}
 	h, _ := a.handles.get(rec.ID())
-	if fg, ok := h.(lockactor.FieldGiver); ok && fg.OwnerField() == rec.Field() {
-		// The Lock builds the field again when the record needs it
-		// (fieldBack): a quiet hold keeps no string of its own.
-		rec.ShedField()
+	if fg, ok := h.(lockactor.FieldGiver); !ok || fg.OwnerField() != field {
+		// The record keeps no owner field: the Lock builds it again when
+		// the record needs it (entry.field), so a quiet hold keeps no
+		// string of its own. A handle that cannot stays awake.
+		return false
 	}
 	s.mu.Lock()
 	// Whatever keeps the actor awake here has a letter on its way to it
@@ -149,13 +141,14 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 // in the incarnation that claimed them.
 func (a *lockActor) wake(rec *lockactor.Dormant, h lockactor.Handle) {
 	buf := effectBufs.Get().(*[]lockactor.Effect)
-	m, effs := lockactor.Wake(a.name, a.sys.cfg.Machine, a.sys.epoch, rec, (*buf)[:0])
+	field := h.(lockactor.FieldGiver).OwnerField() // trySleep checked it gives the field
+	m, effs := lockactor.Wake(a.name, a.sys.cfg.Machine, a.sys.epoch, rec, field, (*buf)[:0])
 	a.m = m
 	if rec.Renewing() {
 		a.renewals++ // the record's renewal answers here now
 	}
 	a.handles.set(rec.ID(), h)
-	a.fields.set(rec.Field(), struct{}{})
+	a.fields.set(field, struct{}{})
 	a.now = a.sys.cfg.Clock.Now() // dates the calls of the effects (callScript)
 	for _, e := range effs {
 		a.apply(e)
@@ -189,12 +182,7 @@ func (s *System) napFired(k int64) {
 		// Every entry in the list sleeps (wakeLocked takes an entry out
 		// of its bucket), and is unfiled now, its record free to change.
 		e.prev, e.next, e.filed = nil, nil, false
-		e.fieldBack()
-		eff, msg := e.rec.Fire(s.epoch, now, e.name, s.cfg.Machine.Slack)
-		if _, ok := e.handle.(lockactor.FieldGiver); ok {
-			// The renewal carries the field; the record need not.
-			e.rec.ShedField()
-		}
+		eff, msg := e.rec.Fire(s.epoch, now, e.name, e.field(), s.cfg.Machine.Slack)
 		if msg.Kind != 0 {
 			// Woken and counted now, under s.mu: a Close running once s.mu
 			// is released must find the actor awake with this letter due.
@@ -279,3 +267,7 @@ func (a *lockActor) disarmTimers() bool {
 	a.timers.reset()
 	return true
 }
+
+// field is the owner field of the sleeping record of e, built again by its
+// Lock (trySleep put it to sleep only so). s.mu is held.
+func (e *entry) field() string { return e.handle.(lockactor.FieldGiver).OwnerField() }

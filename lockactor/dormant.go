@@ -30,12 +30,14 @@ import (
 //
 // Its fields are what the machine's state comes to when quiet, and no more
 // (its kind is its request's; a renewal in flight asked for its lease):
-// the runtime keeps one per held lock.
+// the runtime keeps one per held lock. The owner field is not among them:
+// Sleep gives it to the runtime, which passes it back to Fire and Wake (the
+// actor runtime builds it again from the Lock, FieldGiver, so a quiet hold
+// keeps no string of its own).
 type Dormant struct {
 	// The request holding the lock; its Watchdog, Mode and the sign of its
 	// Wait (all a granted request's Wait still decides) are below.
 	id     ReqID
-	field  string
 	kind   *Kind
 	gen    uint64 // the owner's generation: the Op of its renewals
 	nextID uint64 // the machine's id counter, so ids stay unique across a sleep
@@ -97,20 +99,22 @@ func (m *Machine) quietHold() (*owner, *request) {
 // the runtime passes to the record's every method. A deadline the offset
 // cannot give back exactly (more than 292 years away, or a reading with
 // a monotonic part when epoch has none, or the reverse) does not sleep.
-func (m *Machine) Sleep(epoch time.Time) (Dormant, bool) {
+// field is the owner field the request holds the lock through: Fire and
+// Wake take it back.
+func (m *Machine) Sleep(epoch time.Time) (d Dormant, field string, ok bool) {
 	o, r := m.quietHold()
 	if r == nil || o.renewInFlight {
-		return Dormant{}, false
+		return Dormant{}, "", false
 	}
 	if o.count != int64(uint16(o.count)) || r.Lease != o.lease {
-		return Dormant{}, false
+		return Dormant{}, "", false
 	}
 	deadline, ok := offsetOf(o.deadline, epoch)
 	if !ok {
-		return Dormant{}, false
+		return Dormant{}, "", false
 	}
-	d := Dormant{
-		id: r.ID, field: r.Field, kind: r.Kind, reqMode: r.Mode, reqWatchdog: r.Watchdog,
+	d = Dormant{
+		id: r.ID, kind: r.Kind, reqMode: r.Mode, reqWatchdog: r.Watchdog,
 		gen: o.gen, nextID: m.nextID, token: o.token, lease: o.lease, deadline: deadline,
 		count: uint16(o.count), mode: o.mode, watchdog: o.watchdog,
 	}
@@ -123,7 +127,7 @@ func (m *Machine) Sleep(epoch time.Time) (Dormant, bool) {
 	if o.watchdog {
 		d.renewIn = o.renewNext.Sub(o.deadline)
 	}
-	return d, true
+	return d, r.Field, true
 }
 
 // offsetOf is t as an offset from epoch, and whether epoch.Add of it gives
@@ -140,8 +144,8 @@ func hasMonotonic(t time.Time) bool { return t != t.Round(0) }
 
 // request is the request d keeps, as Wake gives it back: its Wait is
 // reduced to its sign.
-func (d *Dormant) request() Request {
-	return Request{ID: d.id, Field: d.field, Lease: d.lease, Wait: time.Duration(d.wait), Kind: d.kind,
+func (d *Dormant) request(field string) Request {
+	return Request{ID: d.id, Field: field, Lease: d.lease, Wait: time.Duration(d.wait), Kind: d.kind,
 		Watchdog: d.reqWatchdog, Mode: d.reqMode}
 }
 
@@ -157,19 +161,6 @@ func (d *Dormant) ID() ReqID { return d.id }
 // Gen is the owner generation the record holds through: the Op of its
 // renewals' effects and of the replies RenewReply takes.
 func (d *Dormant) Gen() uint64 { return d.gen }
-
-// Field is the owner field the request holds the lock through, or "" while
-// the record is without it (ShedField).
-func (d *Dormant) Field() string { return d.field }
-
-// ShedField drops the record's copy of its owner field, for a runtime that
-// can build the field again (a Handle that is a FieldGiver): a sleeping hold
-// then keeps no string of its own. Fire and Wake need the field: the
-// runtime gives it back first (SetField).
-func (d *Dormant) ShedField() { d.field = "" }
-
-// SetField gives the record its owner field back (ShedField).
-func (d *Dormant) SetField(field string) { d.field = field }
 
 // Renewing reports whether a renewal Fire asked for is in flight: its
 // reply, RenewReply's or the woken machine's, is still to come.
@@ -194,8 +185,8 @@ func (d *Dormant) Due(epoch time.Time, slack time.Duration) time.Time {
 // renewal to carry out (an EffRenew, answered by RenewReply), or, when the
 // deadline timer is due, the message (wake.Kind != 0) to step the machine
 // rebuilt by Wake with: the hold is lost unless a renewal made it in time,
-// and that takes the machine.
-func (d *Dormant) Fire(epoch, now time.Time, name string, slack time.Duration) (renew Effect, wake Msg) {
+// and that takes the machine. field is the one Sleep gave.
+func (d *Dormant) Fire(epoch, now time.Time, name, field string, slack time.Duration) (renew Effect, wake Msg) {
 	deadline := d.deadlineAt(epoch)
 	if !now.Before(deadline.Add(-slack)) {
 		return Effect{}, Msg{Kind: MsgTimer, Timer: TimerKey{TimerDeadline, d.gen}}
@@ -209,7 +200,7 @@ func (d *Dormant) Fire(epoch, now time.Time, name string, slack time.Duration) (
 		return Effect{}, Msg{}
 	}
 	d.renewing = true
-	return renewEffect(d.kindOf(), d.gen, name, d.field, d.lease, d.token), Msg{}
+	return renewEffect(d.kindOf(), d.gen, name, field, d.lease, d.token), Msg{}
 }
 
 // RenewReply takes the reply to the renewal Fire asked for. A renewal that
@@ -246,20 +237,20 @@ func (d *Dormant) RenewReply(epoch time.Time, msg Msg) (deadline Effect, wake bo
 // Wake rebuilds the machine that slept into d, in the state it slept in
 // (with the renewal Fire asked for still in flight, if it is) from epoch
 // (the one Sleep was given), appending to
-// buf the effects that set its timers again. The runtime then steps it with
-// the input that woke it.
-func Wake(name string, cfg Config, epoch time.Time, d *Dormant, buf []Effect) (*Machine, []Effect) {
+// buf the effects that set its timers again. field is the one Sleep gave.
+// The runtime then steps it with the input that woke it.
+func Wake(name string, cfg Config, epoch time.Time, d *Dormant, field string, buf []Effect) (*Machine, []Effect) {
 	m := New(name, cfg)
 	m.kind = d.kindOf()
 	m.nextID = d.nextID
-	o := &owner{gen: d.gen, field: d.field, mode: d.mode, count: int64(d.count), token: d.token,
+	o := &owner{gen: d.gen, field: field, mode: d.mode, count: int64(d.count), token: d.token,
 		lease: d.lease, watchdog: d.watchdog, deadline: d.deadlineAt(epoch),
 		renewInFlight: d.renewing, renewLease: d.lease, current: true}
 	if d.watchdog {
 		o.renewNext = d.renewNext(epoch)
 	}
 	o.op.backoff = m.cfg.Backoff
-	r := &request{Request: d.request(), tryOnce: d.wait == 0, state: stateHeld, granted: true, owner: o}
+	r := &request{Request: d.request(field), tryOnce: d.wait == 0, state: stateHeld, granted: true, owner: o}
 	o.held, o.waiting = append(o.heldBuf[:0], r), o.waitBuf[:0]
 	m.reqs = append(m.reqs, r)
 	m.owners = append(m.owners, o)

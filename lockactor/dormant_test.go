@@ -28,18 +28,18 @@ func holdWaiting(t *testing.T, wait time.Duration) *driver {
 func TestSleepOnlyWhenQuiet(t *testing.T) {
 	d := newDriver(t)
 	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
-	if _, ok := d.m.Sleep(epoch); ok {
+	if _, _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with its acquire in flight")
 	}
 	d.step(granted(acq.Op, 1, 7))
 	d.enqueue(2, "c:b", -1)
-	if _, ok := d.m.Sleep(epoch); ok {
+	if _, _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with a waiter")
 	}
 
 	d = holdOne(t)
 	d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 2, Field: "c:a", Lease: lease, Watchdog: true, Wait: -1}})
-	if _, ok := d.m.Sleep(epoch); ok {
+	if _, _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with a reentry in flight")
 	}
 
@@ -47,39 +47,39 @@ func TestSleepOnlyWhenQuiet(t *testing.T) {
 	gen := d.m.owners[0].gen
 	d.now = t0.Add(lease / 3)
 	one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}}), EffRenew)
-	if _, ok := d.m.Sleep(epoch); ok {
+	if _, _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with its renewal in flight")
 	}
 
 	d = holdOne(t)
-	rec, ok := d.m.Sleep(epoch)
+	rec, field, ok := d.m.Sleep(epoch)
 	if !ok {
 		t.Fatal("a quiet held lock did not sleep")
 	}
-	if rec.ID() != 1 || rec.Field() != "c:a" || !rec.Deadline(epoch).Equal(Validity(t0, lease)) {
-		t.Fatalf("record of request %d field %q deadline %v", rec.ID(), rec.Field(), rec.Deadline(epoch))
+	if rec.ID() != 1 || field != "c:a" || !rec.Deadline(epoch).Equal(Validity(t0, lease)) {
+		t.Fatalf("record of request %d field %q deadline %v", rec.ID(), field, rec.Deadline(epoch))
 	}
 }
 
 func TestDormantRenewsOnTheGrid(t *testing.T) {
 	d := holdOne(t)
 	gen := d.m.owners[0].gen
-	rec, _ := d.m.Sleep(epoch)
+	rec, field, _ := d.m.Sleep(epoch)
 	if want := t0.Add(lease / 3); !rec.Due(epoch, 10*time.Millisecond).Equal(want) {
 		t.Fatalf("due %v, want the first renewal %v", rec.Due(epoch, 10*time.Millisecond), want)
 	}
-	if r, w := rec.Fire(epoch, t0.Add(time.Second), "n", 10*time.Millisecond); r.Kind != 0 || w.Kind != 0 {
+	if r, w := rec.Fire(epoch, t0.Add(time.Second), "n", field, 10*time.Millisecond); r.Kind != 0 || w.Kind != 0 {
 		t.Fatalf("early firing did %v / %v", r.Kind, w.Kind)
 	}
 	now := t0.Add(lease/3 + 3*time.Millisecond)
-	r, w := rec.Fire(epoch, now, "n", 10*time.Millisecond)
+	r, w := rec.Fire(epoch, now, "n", field, 10*time.Millisecond)
 	if r.Kind != EffRenew || w.Kind != 0 || r.Op != gen || r.Field != "c:a" || r.Lease != lease || r.Key != "holdfast:{n}" {
 		t.Fatalf("renewal %+v, wake %v", r, w.Kind)
 	}
 	if want := rec.Deadline(epoch).Add(-10 * time.Millisecond); !rec.Due(epoch, 10*time.Millisecond).Equal(want) {
 		t.Fatalf("due %v while renewing, want the deadline timer's %v", rec.Due(epoch, 10*time.Millisecond), want)
 	}
-	if r, _ := rec.Fire(epoch, now.Add(time.Millisecond), "n", 10*time.Millisecond); r.Kind != 0 {
+	if r, _ := rec.Fire(epoch, now.Add(time.Millisecond), "n", field, 10*time.Millisecond); r.Kind != 0 {
 		t.Fatal("a second renewal while one is in flight")
 	}
 	dl, wake := rec.RenewReply(epoch, Msg{Kind: MsgRenewReply, Op: gen, Sent: now, Renewed: true})
@@ -99,7 +99,7 @@ func TestDormantFixedLeaseWakesAtItsDeadline(t *testing.T) {
 	d := newDriver(t)
 	d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 1, Field: "c:a", Lease: time.Second, Wait: -1}})
 	d.step(granted(1, 1, 1))
-	rec, ok := d.m.Sleep(epoch)
+	rec, field, ok := d.m.Sleep(epoch)
 	if !ok {
 		t.Fatal("did not sleep")
 	}
@@ -107,11 +107,11 @@ func TestDormantFixedLeaseWakesAtItsDeadline(t *testing.T) {
 	if want := t0.Add(time.Second - Drift(time.Second) - 10*time.Millisecond); !due.Equal(want) {
 		t.Fatalf("due %v, want the deadline timer's %v", due, want)
 	}
-	r, w := rec.Fire(epoch, due, "n", 10*time.Millisecond)
+	r, w := rec.Fire(epoch, due, "n", field, 10*time.Millisecond)
 	if r.Kind != 0 || w.Kind != MsgTimer || w.Timer.Kind != TimerDeadline {
 		t.Fatalf("firing at the deadline gave %+v / %+v", r, w)
 	}
-	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, epoch, &rec, nil)
+	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, epoch, &rec, field, nil)
 	if l := one(t, m.Step(due, w), EffLost); !errors.Is(l.Err, ErrLeaseExpired) {
 		t.Fatalf("lost %v", l.Err)
 	}
@@ -171,7 +171,7 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			awake, asleep := holdWaiting(t, tc.wait), holdWaiting(t, tc.wait)
 			gen := awake.m.owners[0].gen
-			rec, ok := asleep.m.Sleep(epoch)
+			rec, field, ok := asleep.m.Sleep(epoch)
 			if !ok {
 				t.Fatal("did not sleep")
 			}
@@ -180,7 +180,7 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 			now := t0.Add(lease/3 + time.Millisecond)
 			awake.now = now
 			awake.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}})
-			if r, _ := rec.Fire(epoch, now, "n", 10*time.Millisecond); r.Kind != EffRenew {
+			if r, _ := rec.Fire(epoch, now, "n", field, 10*time.Millisecond); r.Kind != EffRenew {
 				t.Fatal("the record did not renew")
 			}
 			sent := now
@@ -193,7 +193,7 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 					t.Fatal("a renewal that succeeded woke the record")
 				}
 			}
-			m, effs := Wake("n", cfg, epoch, &rec, nil)
+			m, effs := Wake("n", cfg, epoch, &rec, field, nil)
 			for _, e := range effs {
 				if e.Kind != EffSchedule {
 					t.Fatalf("waking emitted %v", e.Kind)
@@ -241,12 +241,13 @@ func TestUsesField(t *testing.T) {
 	}
 }
 
-// TestDormantSize: the record is 88 bytes, its deadline an 8-byte offset
-// from the runtime's epoch, so that the actor runtime's entry, which
-// embeds it, stays within its 160-byte size class.
+// TestDormantSize: the record is 72 bytes, its deadline an 8-byte offset
+// from the runtime's epoch and its owner field the runtime's to give back,
+// so that the actor runtime's entry, which embeds it, stays within its
+// 144-byte size class.
 func TestDormantSize(t *testing.T) {
-	if n := unsafe.Sizeof(Dormant{}); n > 88 {
-		t.Fatalf("a Dormant is %d bytes, want at most 88", n)
+	if n := unsafe.Sizeof(Dormant{}); n > 72 {
+		t.Fatalf("a Dormant is %d bytes, want at most 72", n)
 	}
 }
 
@@ -269,7 +270,7 @@ func TestDormantDeadlineFromEpoch(t *testing.T) {
 			d.now = tc.base.Add(5 * time.Millisecond)
 			d.step(granted(acq.Op, 1, 7))
 			want := d.m.owners[0].deadline
-			rec, ok := d.m.Sleep(tc.epoch)
+			rec, field, ok := d.m.Sleep(tc.epoch)
 			if !ok {
 				t.Fatal("did not sleep")
 			}
@@ -277,7 +278,7 @@ func TestDormantDeadlineFromEpoch(t *testing.T) {
 			if !got.Equal(want) || hasMonotonic(got) != hasMonotonic(want) || !got.Equal(Validity(tc.base, lease)) {
 				t.Fatalf("deadline %v (monotonic %v), want %v (monotonic %v)", got, hasMonotonic(got), want, hasMonotonic(want))
 			}
-			m, _ := Wake("n", Config{}, tc.epoch, &rec, nil)
+			m, _ := Wake("n", Config{}, tc.epoch, &rec, field, nil)
 			if dl := m.owners[0].deadline; !dl.Equal(want) || hasMonotonic(dl) != hasMonotonic(want) {
 				t.Fatalf("woken deadline %v, want %v", dl, want)
 			}
@@ -292,16 +293,16 @@ func TestDormantDeadlineFromEpoch(t *testing.T) {
 // its machine with it.
 func TestDormantKeepsOnlyDeadlinesItCanGiveBack(t *testing.T) {
 	d := holdOne(t)
-	if _, ok := d.m.Sleep(time.Now()); ok {
+	if _, _, ok := d.m.Sleep(time.Now()); ok {
 		t.Fatal("a deadline without a monotonic reading slept from an epoch with one")
 	}
 	gen := d.m.owners[0].gen
-	rec, ok := d.m.Sleep(epoch)
+	rec, field, ok := d.m.Sleep(epoch)
 	if !ok {
 		t.Fatal("did not sleep")
 	}
 	now := t0.Add(lease/3 + time.Millisecond)
-	if r, _ := rec.Fire(epoch, now, "n", 10*time.Millisecond); r.Kind != EffRenew {
+	if r, _ := rec.Fire(epoch, now, "n", field, 10*time.Millisecond); r.Kind != EffRenew {
 		t.Fatal("the record did not renew")
 	}
 	before := rec

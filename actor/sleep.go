@@ -88,7 +88,7 @@ func (s *System) wakeLocked(e *entry) *protoactor.PID {
 func (s *System) claim(name string, self *protoactor.PID) (e *entry, rec lockactor.Dormant, h lockactor.Handle, woke bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e = s.actors[name]
+	e = s.actors.get(name)
 	if e == nil || e.pid == nil || !e.pid.Equal(self) {
 		return nil, rec, nil, false
 	}

@@ -90,8 +90,8 @@ type System struct {
 	props    *protoactor.Props
 
 	mu     sync.Mutex // guards the fields below, and every entry
-	actors map[string]*entry
-	asleep int // entries asleep
+	actors registry   // entries by name (registry.go)
+	asleep int        // entries asleep
 	// naps are the buckets of sleeping records by the wheel tick they
 	// are due in: each the first entry of a list (sleep.go). A bucket
 	// whose wheel timer is set is in the map, if empty with a nil list.
@@ -147,7 +147,6 @@ func New(cfg Config) *System {
 		wallClock:   IsWallClock(cfg.Clock),
 		cancelCalls: cancel,
 		workers:     newPool(300),
-		actors:      make(map[string]*entry),
 		naps:        make(map[int64]*entry),
 	}
 	// Every incarnation starts blank and reads its lock name from its PID
@@ -216,11 +215,11 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 		s.mu.Unlock()
 		return lockactor.Ref{}, ErrClosed
 	}
-	e := s.actors[name]
+	e := s.actors.get(name)
 	if e == nil {
 		e = &entry{sys: s, name: name}
 		e.pid = s.root.SpawnPrefix(s.props, name)
-		s.actors[name] = e
+		s.actors.put(e)
 	}
 	pid := s.wakeLocked(e)
 	e.enqueues.Add(1)
@@ -241,13 +240,13 @@ func (s *System) received(e *entry) {
 func (s *System) passivate(name string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.actors[name]
+	e := s.actors.get(name)
 	if e == nil || e.enqueues.Load() > 0 {
 		return false
 	}
 	e.gone = true
-	delete(s.actors, name)
-	if s.closed && len(s.actors) == 0 {
+	s.actors.remove(e)
+	if s.closed && s.actors.len() == 0 {
 		close(s.empty)
 	}
 	return true
@@ -258,13 +257,13 @@ func (s *System) passivate(name string) bool {
 func (s *System) forget(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.actors[name]
-	if !ok {
+	e := s.actors.get(name)
+	if e == nil {
 		return
 	}
 	e.gone = true
-	delete(s.actors, name)
-	if s.closed && len(s.actors) == 0 {
+	s.actors.remove(e)
+	if s.closed && s.actors.len() == 0 {
 		close(s.empty)
 	}
 }
@@ -275,7 +274,7 @@ func (s *System) forget(name string) {
 func (s *System) Crash(name string) {
 	s.mu.Lock()
 	var pid *protoactor.PID
-	if e := s.actors[name]; e != nil {
+	if e := s.actors.get(name); e != nil {
 		pid = s.wakeLocked(e)
 	}
 	s.mu.Unlock()
@@ -288,7 +287,7 @@ func (s *System) Crash(name string) {
 func (s *System) Actors() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return len(s.actors) - s.asleep
+	return s.actors.len() - s.asleep
 }
 
 // Sleeping reports how many held locks sleep as records (see sleep.go).
@@ -310,15 +309,15 @@ func (s *System) Close(ctx context.Context) error {
 	}
 	s.closed = true
 	s.empty = make(chan struct{})
-	if len(s.actors) == 0 {
+	if s.actors.len() == 0 {
 		close(s.empty)
 	}
 	type shutdown struct {
 		pid *protoactor.PID
 		l   *letter
 	}
-	sends := make([]shutdown, 0, len(s.actors))
-	for _, e := range s.actors {
+	sends := make([]shutdown, 0, s.actors.len())
+	for e := range s.actors.all() {
 		// A sleeping lock wakes to be released like the others. The
 		// letter counts, as deliver's do, so the actor cannot passivate
 		// before it arrives.

@@ -1,0 +1,249 @@
+package actor
+
+import (
+	"fmt"
+	"testing"
+
+	"pgregory.net/rapid"
+)
+
+// checkRegistry fails t unless r holds exactly the entries of want, each
+// reachable from its home slot, in a table of a valid size and load.
+func checkRegistry(t interface {
+	Helper()
+	Fatalf(string, ...any)
+}, r *registry, want map[string]*entry) {
+	t.Helper()
+	if r.len() != len(want) {
+		t.Fatalf("len %d, want %d", r.len(), len(want))
+	}
+	size := len(r.slots)
+	if size != 0 && (size < minRegistry || size&(size-1) != 0) {
+		t.Fatalf("table of %d slots", size)
+	}
+	if r.n*4 > size*3 {
+		t.Fatalf("%d entries in %d slots: over 3/4", r.n, size)
+	}
+	if size > minRegistry && r.n*8 < size {
+		t.Fatalf("%d entries in %d slots: under 1/8", r.n, size)
+	}
+	seen := 0
+	for i, e := range r.slots {
+		if e == nil {
+			continue
+		}
+		seen++
+		if want[e.name] != e {
+			t.Fatalf("slot %d holds %q, not in the reference", i, e.name)
+		}
+		// Every slot from e's home up to i is full.
+		mask := size - 1
+		for j := int(r.hashOf(e.name)) & mask; j != i; j = (j + 1) & mask {
+			if r.slots[j] == nil {
+				t.Fatalf("%q at slot %d is cut off from its home by the empty slot %d", e.name, i, j)
+			}
+		}
+	}
+	if seen != len(want) {
+		t.Fatalf("%d full slots, want %d", seen, len(want))
+	}
+	for name, e := range want {
+		if got := r.get(name); got != e {
+			t.Fatalf("get(%q) = %p, want %p", name, got, e)
+		}
+	}
+	yielded := map[*entry]bool{}
+	for e := range r.all() {
+		if yielded[e] || want[e.name] != e {
+			t.Fatalf("all yielded %q twice or wrongly", e.name)
+		}
+		yielded[e] = true
+	}
+	if len(yielded) != len(want) {
+		t.Fatalf("all yielded %d entries, want %d", len(yielded), len(want))
+	}
+}
+
+// TestRegistryRandom runs random puts, gets and removals against a Go map,
+// with the real hash or with one of few values (long runs of collisions
+// that wrap around the end of the table).
+func TestRegistryRandom(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		var r registry
+		if buckets := rapid.IntRange(0, 4).Draw(rt, "hashBuckets"); buckets > 0 {
+			// Homes at the end of the table, so runs wrap around.
+			r.hash = func(name string) uint64 {
+				var h uint64
+				for _, c := range []byte(name) {
+					h = h*31 + uint64(c)
+				}
+				return ^(h % uint64(buckets))
+			}
+		}
+		want := map[string]*entry{}
+		names := rapid.IntRange(1, 300).Draw(rt, "names")
+		name := rapid.Custom(func(t *rapid.T) string {
+			return fmt.Sprint("lock:", rapid.IntRange(0, names-1).Draw(t, "name"))
+		})
+		steps := rapid.IntRange(1, 2000).Draw(rt, "steps")
+		for range steps {
+			n := name.Draw(rt, "op name")
+			switch op := rapid.IntRange(0, 3).Draw(rt, "op"); op {
+			case 0, 1: // put if absent, as Enqueue does
+				if r.get(n) != want[n] {
+					rt.Fatalf("get(%q) before put", n)
+				}
+				if want[n] == nil {
+					e := &entry{name: n}
+					r.put(e)
+					want[n] = e
+				}
+			case 2: // remove the entry
+				e := want[n]
+				if e == nil {
+					e = &entry{name: n}
+				}
+				if got := r.remove(e); got != (want[n] != nil) {
+					rt.Fatalf("remove(%q) = %v", n, got)
+				}
+				delete(want, n)
+			case 3: // remove an entry of that name that is not the table's
+				if r.remove(&entry{name: n}) {
+					rt.Fatalf("removed a stranger named %q", n)
+				}
+			}
+			checkRegistry(rt, &r, want)
+		}
+	})
+}
+
+// TestRegistryGrowShrink fills a table with 100,000 names and empties it:
+// it doubles past 3/4 full and halves under 1/8, back to its floor.
+func TestRegistryGrowShrink(t *testing.T) {
+	const n = 100_000
+	var r registry
+	es := make([]*entry, n)
+	want := map[string]*entry{}
+	for i := range es {
+		es[i] = &entry{name: fmt.Sprint("lock:", i)}
+		r.put(es[i])
+		want[es[i].name] = es[i]
+		size := minRegistry
+		for (i+1)*4 > size*3 {
+			size *= 2
+		}
+		if len(r.slots) != size {
+			t.Fatalf("%d entries in %d slots, want %d", i+1, len(r.slots), size)
+		}
+	}
+	checkRegistry(t, &r, want)
+	if len(r.slots) != 1<<18 {
+		t.Fatalf("100,000 entries in %d slots", len(r.slots))
+	}
+	for i, e := range es {
+		if !r.remove(e) {
+			t.Fatalf("remove(%q) failed", e.name)
+		}
+		delete(want, e.name)
+		if i%10_000 == 0 {
+			checkRegistry(t, &r, want)
+		}
+		left := n - i - 1
+		if left > 0 && left*8 < len(r.slots)/2 && len(r.slots) > minRegistry {
+			t.Fatalf("%d entries left in %d slots", left, len(r.slots))
+		}
+	}
+	checkRegistry(t, &r, want)
+	if len(r.slots) != minRegistry {
+		t.Fatalf("empty table of %d slots, want %d", len(r.slots), minRegistry)
+	}
+}
+
+// TestRegistryWrapAround removes entries from runs that wrap around the
+// end of the table, with the homes forced.
+func TestRegistryWrapAround(t *testing.T) {
+	homes := map[string]uint64{}
+	newTable := func() *registry {
+		return &registry{hash: func(name string) uint64 { return homes[name] }}
+	}
+	slotNames := func(r *registry) []string {
+		s := make([]string, len(r.slots))
+		for i, e := range r.slots {
+			if e != nil {
+				s[i] = e.name
+			}
+		}
+		return s
+	}
+	put := func(r *registry, name string, home uint64) *entry {
+		homes[name] = home
+		e := &entry{name: name}
+		r.put(e)
+		return e
+	}
+
+	// a, b and c all home at slot 7 and fill 7, 0 and 1: removing a moves
+	// b and c back across the end.
+	r := newTable()
+	a := put(r, "a", 7)
+	put(r, "b", 7)
+	put(r, "c", 7)
+	if got := fmt.Sprint(slotNames(r)); got != "[b c      a]" {
+		t.Fatalf("slots %s", got)
+	}
+	r.remove(a)
+	if got := fmt.Sprint(slotNames(r)); got != "[c       b]" {
+		t.Fatalf("after removing a: slots %s", got)
+	}
+
+	// d homes at 7, e at 0 (its own slot), f at 7 (slot 1): removing d
+	// leaves e, which is home, and moves f to 7, past e.
+	r = newTable()
+	d := put(r, "d", 7)
+	put(r, "e", 0)
+	put(r, "f", 7)
+	if got := fmt.Sprint(slotNames(r)); got != "[e f      d]" {
+		t.Fatalf("slots %s", got)
+	}
+	r.remove(d)
+	if got := fmt.Sprint(slotNames(r)); got != "[e       f]" {
+		t.Fatalf("after removing d: slots %s", got)
+	}
+
+	// g homes at 6, h at 7, i at 6 (slot 0): removing g moves i to 6 and
+	// leaves h home.
+	r = newTable()
+	g := put(r, "g", 6)
+	put(r, "h", 7)
+	put(r, "i", 6)
+	if got := fmt.Sprint(slotNames(r)); got != "[i      g h]" {
+		t.Fatalf("slots %s", got)
+	}
+	r.remove(g)
+	if got := fmt.Sprint(slotNames(r)); got != "[      i h]" {
+		t.Fatalf("after removing g: slots %s", got)
+	}
+	for _, name := range []string{"h", "i"} {
+		if r.get(name) == nil || r.get(name).name != name {
+			t.Fatalf("get(%q) lost it", name)
+		}
+	}
+	if r.get("g") != nil {
+		t.Fatal("g still found")
+	}
+}
+
+// TestRegistryIterationGuard: changing the table during all panics.
+func TestRegistryIterationGuard(t *testing.T) {
+	var r registry
+	r.put(&entry{name: "a"})
+	r.put(&entry{name: "b"})
+	defer func() {
+		if recover() == nil {
+			t.Fatal("no panic")
+		}
+	}()
+	for e := range r.all() {
+		r.remove(e)
+	}
+}

@@ -8,7 +8,8 @@ import (
 )
 
 // checkRegistry fails t unless r holds exactly the entries of want, each
-// reachable from its home slot, in a table of a valid size and load.
+// reachable from its home slot with its hash's tag beside it, in a table of
+// a valid size and load.
 func checkRegistry(t interface {
 	Helper()
 	Fatalf(string, ...any)
@@ -18,6 +19,9 @@ func checkRegistry(t interface {
 		t.Fatalf("len %d, want %d", r.len(), len(want))
 	}
 	size := len(r.slots)
+	if len(r.tags) != size {
+		t.Fatalf("%d tags for %d slots", len(r.tags), size)
+	}
 	if size != 0 && (size < minRegistry || size&(size-1) != 0) {
 		t.Fatalf("table of %d slots", size)
 	}
@@ -35,6 +39,9 @@ func checkRegistry(t interface {
 		seen++
 		if want[e.name] != e {
 			t.Fatalf("slot %d holds %q, not in the reference", i, e.name)
+		}
+		if tag := tagOf(r.hashOf(e.name)); r.tags[i] != tag {
+			t.Fatalf("slot %d holds %q with tag %#x, want %#x", i, e.name, r.tags[i], tag)
 		}
 		// Every slot from e's home up to i is full.
 		mask := size - 1
@@ -245,5 +252,39 @@ func TestRegistryIterationGuard(t *testing.T) {
 	}()
 	for e := range r.all() {
 		r.remove(e)
+	}
+}
+
+// BenchmarkRegistryLookup: a lookup of a name held (hit) and of a new name
+// (miss, as Enqueue's for a name with no actor), among n entries, against
+// a map[string]*entry of the same names.
+func BenchmarkRegistryLookup(b *testing.B) {
+	for _, n := range []int{64, 100_000} {
+		var r registry
+		m := make(map[string]*entry)
+		names := make([]string, n)
+		misses := make([]string, n)
+		for i := range n {
+			names[i] = fmt.Sprintf("bench-%d", i)
+			misses[i] = fmt.Sprintf("other-%d", i)
+			e := &entry{name: names[i]}
+			r.put(e)
+			m[names[i]] = e
+		}
+		for _, tc := range []struct {
+			what string
+			keys []string
+		}{{"hit", names}, {"miss", misses}} {
+			b.Run(fmt.Sprintf("%s/%d/registry", tc.what, n), func(b *testing.B) {
+				for i := 0; b.Loop(); i++ {
+					r.get(tc.keys[i%n])
+				}
+			})
+			b.Run(fmt.Sprintf("%s/%d/map", tc.what, n), func(b *testing.B) {
+				for i := 0; b.Loop(); i++ {
+					_ = m[tc.keys[i%n]]
+				}
+			})
+		}
 	}
 }

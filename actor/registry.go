@@ -13,7 +13,7 @@ import (
 // bytes a hold.
 //
 // The table is a power of two long. It doubles when an insert would take
-// it past 3/4 full, and halves when a removal leaves it under 1/8 full
+// it past 13/16 full, and halves when a removal leaves it under 1/8 full
 // (down to minRegistry slots), so the memory of a burst of names is given
 // back when the burst ends; a Go map never shrinks. Removal shifts the
 // entries after the removed one back (no tombstones), so a lookup ends at
@@ -86,7 +86,7 @@ func (r *registry) put(e *entry) {
 	if r.slots == nil {
 		r.seed = maphash.MakeSeed()
 		r.slots, r.tags = make([]*entry, minRegistry), make([]uint8, minRegistry)
-	} else if (r.n+1)*4 > len(r.slots)*3 {
+	} else if (r.n+1)*16 > len(r.slots)*13 {
 		r.resize(len(r.slots) * 2)
 	}
 	r.place(e)

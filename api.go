@@ -180,21 +180,18 @@ func (c *Client) request(ctx context.Context, name string, kind *lockactor.Kind,
 // requestValue is request with the kind-defined Value of the request (an
 // election's announced value).
 func (c *Client) requestValue(ctx context.Context, name string, kind *lockactor.Kind, mode uint8, value string, opts []Option) *Lock {
-	l := newLock(name)
 	o := applyOptions(opts)
 	if !c.usable() {
-		l.end(errNoClient)
-		return l
+		return endedLock(name, errNoClient)
 	}
 	if err := c.check(ctx, name, o); err != nil {
-		l.end(err)
-		return l
+		return endedLock(name, err)
 	}
 	kind, err := c.layoutKind(kind)
 	if err != nil {
-		l.end(err)
-		return l
+		return endedLock(name, err)
 	}
+	l := newLock()
 	owner, _, _ := ownerFrom(ctx)
 	req := c.newRequest(owner, o.lease, o.wait, kind, mode)
 	req.Value = value
@@ -205,17 +202,18 @@ func (c *Client) requestValue(ctx context.Context, name string, kind *lockactor.
 		l.extra().field = req.Field
 		l.mu.Unlock()
 	}
-	ref, err := c.eng.Enqueue(name, req, handle{l})
-	if err != nil {
+	// The engine gives the handle its Ref (handle.Bind) before its machine
+	// can call the handle, whose log lines name the lock from it.
+	if _, err := c.eng.Enqueue(name, req, handle{l}); err != nil {
+		l.ref.To = unstarted(name)
 		handle{l}.Lost(err)
 		return l
 	}
-	l.ref.To = ref.To
 	if ctx.Done() == nil {
 		return l // a context that never ends needs no watching
 	}
-	// The watcher captures l rather than ref (a smaller closure: a client
-	// may hold a hundred thousand Locks); l.ref is not written again.
+	// The watcher captures l rather than its Ref (a smaller closure: a
+	// client may hold a hundred thousand Locks); l.ref is not written again.
 	stop := context.AfterFunc(ctx, func() {
 		l.ref.Send(lockactor.MsgCancel, fmt.Errorf("holdfast: lock context ended: %w", ctx.Err()))
 	})
@@ -338,8 +336,11 @@ type Lock struct {
 	// actor (or Lock itself for a Lock that never started).
 	Lost <-chan struct{}
 
-	name     string
-	ref      lockactor.Ref // ID set before the request is sent, To after
+	// ref addresses the Lock's machine, and its Sender knows the lock's
+	// name (lockactor.Namer): the Lock keeps no copy. It is written before
+	// the Lock is returned and before its machine can call the handle
+	// (handle.Bind), and never again.
+	ref      lockactor.Ref
 	token    atomic.Uint64
 	deadline atomic.Int64 // UnixNano
 	// c is the Client of a Lock that started (nil otherwise): its Observer
@@ -383,9 +384,28 @@ func (l *Lock) extra() *lockExtra {
 	return l.x
 }
 
-func newLock(name string) *Lock {
-	return &Lock{name: name, Acquired: make(chan struct{}), Lost: make(chan struct{})}
+func newLock() *Lock {
+	return &Lock{Acquired: make(chan struct{}), Lost: make(chan struct{})}
 }
+
+// endedLock returns a Lock of name that is over with err before it
+// started: bad input, or a closed Client.
+func endedLock(name string, err error) *Lock {
+	l := newLock()
+	l.ref.To = unstarted(name)
+	l.end(err)
+	return l
+}
+
+// unstarted is the Sender of a Lock that never reached an engine: it
+// addresses nothing and keeps the Lock's name. Only such Locks pay for it
+// (16 bytes, beside the lockExtra their error makes).
+type unstarted string
+
+func (unstarted) Send(lockactor.ReqID, lockactor.MsgKind, error) {}
+
+// Name implements lockactor.Namer.
+func (u unstarted) Name() string { return string(u) }
 
 // acquired and lost are the Lock's channels as their closer sees them: the
 // exported fields, receive-only, are the only copies (a second pair of
@@ -413,7 +433,10 @@ func (l *Lock) Name() string {
 	if l == nil {
 		return ""
 	}
-	return l.name
+	if n, ok := l.ref.To.(lockactor.Namer); ok {
+		return n.Name()
+	}
+	return ""
 }
 
 // Err returns nil while the Lock is pending or held, and the cause once Lost
@@ -583,8 +606,12 @@ var idleTimeout time.Duration
 // handle is the actor's side of a Lock: it implements lockactor.Handle.
 type handle struct{ l *Lock }
 
+// Bind implements lockactor.Binder: the engine's Enqueue calls it before
+// the request can reach its machine, on the caller's goroutine.
+func (h handle) Bind(r lockactor.Ref) { h.l.ref = r }
+
 func (h handle) Acquired(token uint64, deadline time.Time) {
-	h.l.c.obs.Granted(h.l.times, h.l.name, h, token)
+	h.l.c.obs.Granted(h.l.times, h.l.Name(), h, token)
 	h.l.held = true
 	h.l.token.Store(token)
 	h.l.deadline.Store(deadline.UnixNano())
@@ -611,7 +638,7 @@ func (l *Lock) answerRelease(err error) {
 }
 
 func (h handle) Lost(err error) {
-	h.l.c.obs.Ended(h.l.times, h.l.name, h, h.l.token.Load(), h.l.held, err)
+	h.l.c.obs.Ended(h.l.times, h.l.Name(), h, h.l.token.Load(), h.l.held, err)
 	h.l.end(err)
 }
 

@@ -46,6 +46,7 @@ import (
 type composite struct {
 	l       *Lock
 	what    string   // "LockAll" or "RedLock": errors name it
+	name    string   // the Lock's name (its Name, through compositeRef)
 	targets []Target // the parts, in the order the coordinator takes them
 	o       lockOptions
 	owner   string // the caller's WithOwner, or "" for a fresh owner per attempt
@@ -108,9 +109,9 @@ type attempt struct {
 }
 
 func newComposite(ctx context.Context, what, name string, targets []Target, opts []Option, pol policy) (*composite, *Lock) {
-	l := newLock(name)
+	l := newLock()
 	o := applyOptions(opts)
-	c := &composite{l: l, what: what, targets: targets, o: o, pol: pol, cur: make([]*attempt, len(targets))}
+	c := &composite{l: l, what: what, name: name, targets: targets, o: o, pol: pol, cur: make([]*attempt, len(targets))}
 	l.ref = lockactor.Ref{To: compositeRef{c}}
 	if err := c.check(ctx); err != nil {
 		l.end(err)
@@ -335,7 +336,7 @@ func (c *composite) armBudget() {
 	c.budget = c.clock.AfterFunc(c.o.wait+2*wheelTick, func() {
 		c.do(func() {
 			if c.state == compPending {
-				c.fail(fmt.Errorf("holdfast: %s %q: %w (a part did not answer)", c.what, c.l.name, ErrWaitTimeout))
+				c.fail(fmt.Errorf("holdfast: %s %q: %w (a part did not answer)", c.what, c.name, ErrWaitTimeout))
 			}
 		})
 	})
@@ -389,6 +390,9 @@ func (cl *Client) nodeAddr() string {
 
 // compositeRef is how the Lock handle reaches its composite.
 type compositeRef struct{ c *composite }
+
+// Name implements lockactor.Namer: the composite's name.
+func (r compositeRef) Name() string { return r.c.name }
 
 func (r compositeRef) Send(_ lockactor.ReqID, kind lockactor.MsgKind, err error) {
 	c := r.c

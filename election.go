@@ -46,9 +46,7 @@ func (c *Client) Elect(ctx context.Context, name, value string, opts ...Option) 
 	if c.usable() && scripts.ValidateName(name) == nil {
 		// The name's errors come first, from request, as for every kind.
 		if err := scripts.ValidateValue(value); err != nil {
-			l := newLock(name)
-			l.end(err)
-			return l
+			return endedLock(name, err)
 		}
 	}
 	return c.requestValue(ctx, name, lockactor.Election, 0, value, opts)

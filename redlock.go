@@ -249,7 +249,7 @@ func (p *redLock) roundFailed(c *composite, why string) {
 // node ended with.
 func (p *redLock) noQuorum(c *composite, granted int, why string) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s: %d of %d nodes granted %q (need %d)", ErrNoQuorum, granted, len(c.targets), c.l.name, p.q)
+	fmt.Fprintf(&b, "%s: %d of %d nodes granted %q (need %d)", ErrNoQuorum, granted, len(c.targets), c.name, p.q)
 	if why != "" {
 		fmt.Fprintf(&b, ", %s", why)
 	}
@@ -326,7 +326,7 @@ func (e *noQuorumError) Unwrap() []error { return e.causes }
 func (p *redLock) heldLost(c *composite, a *attempt) {
 	if n := len(c.held()); n < p.q {
 		c.fail(fmt.Errorf("holdfast: RedLock %q: %d of %d nodes still hold, a majority is %d: %w",
-			c.l.name, n, len(c.targets), p.q, c.partErr(a, a.err)))
+			c.name, n, len(c.targets), p.q, c.partErr(a, a.err)))
 		return
 	}
 	c.l.deadline.Store(p.deadline(c).UnixNano())

@@ -26,9 +26,7 @@ import (
 // of lock ends it with ErrWrongKind.
 func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts ...Option) *Lock {
 	if permits < 1 {
-		l := newLock(name)
-		l.end(fmt.Errorf("%w: Semaphore permits %d, want at least 1", ErrInvalidOption, permits))
-		return l
+		return endedLock(name, fmt.Errorf("%w: Semaphore permits %d, want at least 1", ErrInvalidOption, permits))
 	}
 	return c.request(ctx, name, lockactor.Semaphore(permits), 0, opts)
 }

@@ -9,8 +9,8 @@ import (
 // hundred thousand (docs/architecture.md, "Memory per hold"). A field added
 // to the Lock belongs in lockExtra unless every Lock needs it.
 func TestLockSize(t *testing.T) {
-	if n := unsafe.Sizeof(Lock{}); n > 112 {
-		t.Errorf("Lock is %d bytes, want at most 112", n)
+	if n := unsafe.Sizeof(Lock{}); n > 96 {
+		t.Errorf("Lock is %d bytes, want at most 96", n)
 	}
 	if n := unsafe.Sizeof(lockExtra{}); n > 64 {
 		t.Errorf("lockExtra is %d bytes, want at most 64", n)

@@ -177,6 +177,9 @@ func (e *entry) Send(id lockactor.ReqID, kind lockactor.MsgKind, err error) {
 	e.sys.deliver(e, l)
 }
 
+// Name implements lockactor.Namer: the entry's lock name.
+func (e *entry) Name() string { return e.name }
+
 // deliver sends l through entry e: to its actor, woken first if it sleeps.
 // The letter is counted until received (entry.enqueues). An entry gone from
 // the registry has an actor that stopped idle: every request it served had
@@ -224,10 +227,13 @@ func (s *System) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	pid := s.wakeLocked(e)
 	e.enqueues.Add(1)
 	s.mu.Unlock()
+	ref := lockactor.Ref{To: e, ID: req.ID}
+	// The actor meets h only in the letter: h has its Ref before it.
+	lockactor.Bind(h, ref)
 	l := newLetter(tagEnqueue)
 	l.msg.Req, l.handle, l.now, l.counted = req, h, true, true
 	s.root.Send(pid, l)
-	return lockactor.Ref{To: e, ID: req.ID}, nil
+	return ref, nil
 }
 
 // received notes that a counted letter reached the actor of entry e.

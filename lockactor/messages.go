@@ -60,6 +60,26 @@ type FieldGiver interface {
 	OwnerField() string
 }
 
+// Binder is a Handle that keeps its request's Ref (a Lock's, whose name
+// comes from its Ref's Sender, see Namer). A runtime's Enqueue gives it the
+// Ref it returns (Bind), on the caller's goroutine, before the request can
+// reach the machine: the Handle's methods then see it.
+type Binder interface {
+	Bind(r Ref)
+}
+
+// Bind gives h the Ref r if h is a Binder.
+func Bind(h Handle, r Ref) {
+	if b, ok := h.(Binder); ok {
+		b.Bind(r)
+	}
+}
+
+// Namer is a Sender that knows the lock name of the requests it serves.
+type Namer interface {
+	Name() string
+}
+
 // Ref addresses the machine of one request: its runtime's Sender and the
 // request's ID. It is a plain value, so keeping one allocates nothing.
 // The zero Ref addresses nothing (To is nil).

@@ -131,6 +131,7 @@ func (c *engine) Enqueue(name string, req lockactor.Request, h lockactor.Handle)
 	if c.closed {
 		return lockactor.Ref{}, lockactor.ErrClosed
 	}
+	lockactor.Bind(h, lockactor.Ref{To: ref{c: c, name: name}, ID: req.ID})
 	c.w.external(func() {
 		c.w.at(c.w.now, c, func() {
 			if c.closed {

@@ -14,6 +14,8 @@ import (
 // Engine runs the lock machines of one Client.
 type Engine interface {
 	// Enqueue starts request req on the machine of name; h hears back.
+	// It gives h the Ref it returns (lockactor.Bind) before the request
+	// can reach the machine, and its Ref's Sender is a lockactor.Namer.
 	Enqueue(name string, req lockactor.Request, h lockactor.Handle) (lockactor.Ref, error)
 	// Close ends every request with lockactor.ErrClosed, releasing holds,
 	// and waits for the machines to finish.

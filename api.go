@@ -642,8 +642,13 @@ func (h handle) Lost(err error) {
 	h.l.end(err)
 }
 
-// OwnerField is the Lock's owner field, for the Observer's log lines: the
-// one the Lock keeps, or the Client's anonymous field of its request ID.
+// RequestID is the Lock's request (lockactor.Giver): its Ref's ID, which
+// Bind set before the actor could ask.
+func (h handle) RequestID() lockactor.ReqID { return h.l.ref.ID }
+
+// OwnerField is the Lock's owner field, for the Observer's log lines and a
+// sleeping record (lockactor.Giver): the one the Lock keeps, or the
+// Client's anonymous field of its request ID.
 func (h handle) OwnerField() string {
 	h.l.mu.Lock()
 	defer h.l.mu.Unlock()

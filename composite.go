@@ -96,8 +96,9 @@ type policy interface {
 // attempt is one ordinary Lock request for one part.
 type attempt struct {
 	part     int
-	field    string        // the request's owner field, set before Enqueue
-	ref      lockactor.Ref // zero until Enqueue returned
+	id       lockactor.ReqID // the request's, set before Enqueue
+	field    string          // the request's owner field, set before Enqueue
+	ref      lockactor.Ref   // zero until Enqueue returned
 	held     bool
 	over     bool
 	err      error // why it ended, once over
@@ -200,7 +201,7 @@ func (c *composite) enqueue(p int, wait time.Duration) *attempt {
 	t := c.targets[p]
 	c.out = append(c.out, func() {
 		req := t.Client.newRequest(c.owner, c.o.lease, wait, nil, 0)
-		a.field = req.Field
+		a.id, a.field = req.ID, req.Field
 		ref, err := t.Client.eng.Enqueue(t.Name, req, attemptHandle{c, a})
 		if err != nil {
 			attemptHandle{c, a}.Lost(err)
@@ -444,8 +445,10 @@ func (h attemptHandle) Acquired(token uint64, deadline time.Time) {
 	})
 }
 
-// OwnerField gives the part's owner field again (lockactor.FieldGiver):
-// its actor may then keep the hold asleep.
+// RequestID and OwnerField give the part's request and owner field again
+// (lockactor.Giver): its actor may then keep the hold asleep.
+func (h attemptHandle) RequestID() lockactor.ReqID { return h.a.id }
+
 func (h attemptHandle) OwnerField() string { return h.a.field }
 
 func (h attemptHandle) SetDeadline(d time.Time) {

@@ -108,15 +108,16 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 	if a.e == nil || a.calls > 0 || a.renewals > 0 || a.firing > 0 || a.unsub != nil || a.done {
 		return false
 	}
-	rec, field, ok := a.m.Sleep(s.epoch)
+	rec, id, field, ok := a.m.Sleep(s.epoch)
 	if !ok {
 		return false
 	}
-	h, _ := a.handles.get(rec.ID())
-	if fg, ok := h.(lockactor.FieldGiver); !ok || fg.OwnerField() != field {
-		// The record keeps no owner field: the Lock builds it again when
-		// the record needs it (entry.field), so a quiet hold keeps no
-		// string of its own. A handle that cannot stays awake.
+	h, _ := a.handles.get(id)
+	if g, ok := h.(lockactor.Giver); !ok || g.RequestID() != id || g.OwnerField() != field {
+		// The record keeps neither the request's ID nor its owner field:
+		// the Lock gives them again when the record needs them (entry.id,
+		// entry.field), so a quiet hold keeps no string of its own. A
+		// handle that cannot stays awake.
 		return false
 	}
 	s.mu.Lock()
@@ -141,13 +142,14 @@ func (a *lockActor) trySleep(ctx protoactor.Context) bool {
 // in the incarnation that claimed them.
 func (a *lockActor) wake(rec *lockactor.Dormant, h lockactor.Handle) {
 	buf := effectBufs.Get().(*[]lockactor.Effect)
-	field := h.(lockactor.FieldGiver).OwnerField() // trySleep checked it gives the field
-	m, effs := lockactor.Wake(a.name, a.sys.cfg.Machine, a.sys.epoch, rec, field, (*buf)[:0])
+	g := h.(lockactor.Giver) // trySleep checked it gives them
+	id, field := g.RequestID(), g.OwnerField()
+	m, effs := lockactor.Wake(a.name, a.sys.cfg.Machine, a.sys.epoch, rec, id, field, (*buf)[:0])
 	a.m = m
 	if rec.Renewing() {
 		a.renewals++ // the record's renewal answers here now
 	}
-	a.handles.set(rec.ID(), h)
+	a.handles.set(id, h)
 	a.fields.set(field, struct{}{})
 	a.now = a.sys.cfg.Clock.Now() // dates the calls of the effects (callScript)
 	for _, e := range effs {
@@ -233,7 +235,7 @@ func (e *entry) renewed(msg lockactor.Msg) {
 	s.mu.Lock()
 	if e.asleep && e.pid == nil {
 		s.unnapLocked(e)
-		dl, wake := e.rec.RenewReply(s.epoch, msg)
+		dl, wake := e.rec.RenewReply(s.epoch, e.handle.(lockactor.Giver).RequestID(), msg)
 		if !wake {
 			if dl.Kind == lockactor.EffDeadline {
 				e.handle.SetDeadline(dl.At)
@@ -270,4 +272,4 @@ func (a *lockActor) disarmTimers() bool {
 
 // field is the owner field of the sleeping record of e, built again by its
 // Lock (trySleep put it to sleep only so). s.mu is held.
-func (e *entry) field() string { return e.handle.(lockactor.FieldGiver).OwnerField() }
+func (e *entry) field() string { return e.handle.(lockactor.Giver).OwnerField() }

@@ -1,6 +1,7 @@
 package lockactor
 
 import (
+	"math"
 	"time"
 
 	"github.com/holdfast/holdfast/scripts"
@@ -30,22 +31,27 @@ import (
 //
 // Its fields are what the machine's state comes to when quiet, and no more
 // (its kind is its request's; a renewal in flight asked for its lease):
-// the runtime keeps one per held lock. The owner field is not among them:
-// Sleep gives it to the runtime, which passes it back to Fire and Wake (the
-// actor runtime builds it again from the Lock, FieldGiver, so a quiet hold
-// keeps no string of its own).
+// the runtime keeps one per held lock. The request's ID and owner field
+// are not among them: Sleep gives them to the runtime, which passes them
+// back (the actor runtime asks the Lock for them again, Giver, so a quiet
+// hold keeps no string of its own). Two numbers are kept in four bytes
+// each, and a machine whose numbers do not fit does not sleep: the lease
+// in whole milliseconds, and the id counter as its distance above the
+// owner's generation.
 type Dormant struct {
-	// The request holding the lock; its Watchdog, Mode and the sign of its
-	// Wait (all a granted request's Wait still decides) are below.
-	id     ReqID
-	kind   *Kind
-	gen    uint64 // the owner's generation: the Op of its renewals
-	nextID uint64 // the machine's id counter, so ids stay unique across a sleep
-	token  uint64
-	// lease is the owner's lease, and the request's: a machine whose
-	// request asked for another (a nested grant's longer lease outlived
-	// it) does not sleep.
-	lease time.Duration
+	// The request holding the lock (its ID the runtime's); its Watchdog,
+	// Mode and the sign of its Wait (all a granted request's Wait still
+	// decides) are below.
+	kind  *Kind
+	gen   uint64 // the owner's generation: the Op of its renewals
+	token uint64
+	// nextIDs is the machine's id counter, so ids stay unique across a
+	// sleep, less gen.
+	nextIDs uint32
+	// leaseMs is the owner's lease, and the request's, in milliseconds: a
+	// machine whose request asked for another (a nested grant's longer
+	// lease outlived it) does not sleep.
+	leaseMs uint32
 	// deadline is the hold's validity deadline, as an offset from the
 	// runtime's epoch (see Dormant): a time.Time would take three times the
 	// room, and the runtime's entry past its size class.
@@ -99,23 +105,30 @@ func (m *Machine) quietHold() (*owner, *request) {
 // the runtime passes to the record's every method. A deadline the offset
 // cannot give back exactly (more than 292 years away, or a reading with
 // a monotonic part when epoch has none, or the reverse) does not sleep.
-// field is the owner field the request holds the lock through: Fire and
-// Wake take it back.
-func (m *Machine) Sleep(epoch time.Time) (d Dormant, field string, ok bool) {
+// id and field are the request holding the lock and the owner field it
+// holds through: Fire, RenewReply and Wake take them back. A lease that is
+// not whole milliseconds (or past 49 days), or an id counter more than
+// 2^32 ids past the owner's generation, does not sleep either.
+func (m *Machine) Sleep(epoch time.Time) (d Dormant, id ReqID, field string, ok bool) {
 	o, r := m.quietHold()
 	if r == nil || o.renewInFlight {
-		return Dormant{}, "", false
+		return Dormant{}, 0, "", false
 	}
 	if o.count != int64(uint16(o.count)) || r.Lease != o.lease {
-		return Dormant{}, "", false
+		return Dormant{}, 0, "", false
+	}
+	if o.lease <= 0 || o.lease%time.Millisecond != 0 || o.lease/time.Millisecond > math.MaxUint32 ||
+		m.nextID < o.gen || m.nextID-o.gen > math.MaxUint32 {
+		return Dormant{}, 0, "", false
 	}
 	deadline, ok := offsetOf(o.deadline, epoch)
 	if !ok {
-		return Dormant{}, "", false
+		return Dormant{}, 0, "", false
 	}
 	d = Dormant{
-		id: r.ID, kind: r.Kind, reqMode: r.Mode, reqWatchdog: r.Watchdog,
-		gen: o.gen, nextID: m.nextID, token: o.token, lease: o.lease, deadline: deadline,
+		kind: r.Kind, reqMode: r.Mode, reqWatchdog: r.Watchdog,
+		gen: o.gen, nextIDs: uint32(m.nextID - o.gen), token: o.token,
+		leaseMs: uint32(o.lease / time.Millisecond), deadline: deadline,
 		count: uint16(o.count), mode: o.mode, watchdog: o.watchdog,
 	}
 	switch {
@@ -127,7 +140,7 @@ func (m *Machine) Sleep(epoch time.Time) (d Dormant, field string, ok bool) {
 	if o.watchdog {
 		d.renewIn = o.renewNext.Sub(o.deadline)
 	}
-	return d, r.Field, true
+	return d, r.ID, r.Field, true
 }
 
 // offsetOf is t as an offset from epoch, and whether epoch.Add of it gives
@@ -144,8 +157,8 @@ func hasMonotonic(t time.Time) bool { return t != t.Round(0) }
 
 // request is the request d keeps, as Wake gives it back: its Wait is
 // reduced to its sign.
-func (d *Dormant) request(field string) Request {
-	return Request{ID: d.id, Field: field, Lease: d.lease, Wait: time.Duration(d.wait), Kind: d.kind,
+func (d *Dormant) request(id ReqID, field string) Request {
+	return Request{ID: id, Field: field, Lease: d.lease(), Wait: time.Duration(d.wait), Kind: d.kind,
 		Watchdog: d.reqWatchdog, Mode: d.reqMode}
 }
 
@@ -155,8 +168,8 @@ func (d *Dormant) deadlineAt(epoch time.Time) time.Time { return epoch.Add(d.dea
 // renewNext is when the next renewal is due (with the watchdog), from epoch.
 func (d *Dormant) renewNext(epoch time.Time) time.Time { return epoch.Add(d.deadline + d.renewIn) }
 
-// ID is the request holding the lock.
-func (d *Dormant) ID() ReqID { return d.id }
+// lease is the owner's lease.
+func (d *Dormant) lease() time.Duration { return time.Duration(d.leaseMs) * time.Millisecond }
 
 // Gen is the owner generation the record holds through: the Op of its
 // renewals' effects and of the replies RenewReply takes.
@@ -195,12 +208,12 @@ func (d *Dormant) Fire(epoch, now time.Time, name, field string, slack time.Dura
 	if !d.watchdog || now.Before(next) {
 		return Effect{}, Msg{}
 	}
-	d.renewIn = renewalAfter(next, now, d.lease).Sub(deadline)
+	d.renewIn = renewalAfter(next, now, d.lease()).Sub(deadline)
 	if d.renewing {
 		return Effect{}, Msg{}
 	}
 	d.renewing = true
-	return renewEffect(d.kindOf(), d.gen, name, field, d.lease, d.token), Msg{}
+	return renewEffect(d.kindOf(), d.gen, name, field, d.lease(), d.token), Msg{}
 }
 
 // RenewReply takes the reply to the renewal Fire asked for. A renewal that
@@ -209,15 +222,15 @@ func (d *Dormant) Fire(epoch, now time.Time, name, field string, slack time.Dura
 // the key lost, an error to retry or to end the hold with — is the
 // machine's: wake reports that the runtime must rebuild it with Wake and
 // step it with msg. So is a new deadline the record cannot keep from epoch
-// (see Sleep): the machine keeps it.
-func (d *Dormant) RenewReply(epoch time.Time, msg Msg) (deadline Effect, wake bool) {
+// (see Sleep): the machine keeps it. id is the one Sleep gave.
+func (d *Dormant) RenewReply(epoch time.Time, id ReqID, msg Msg) (deadline Effect, wake bool) {
 	if msg.Kind != MsgRenewReply || msg.Op != d.gen || !d.renewing {
 		return Effect{}, false // not this record's renewal: the machine would drop it too
 	}
 	if msg.Fault != NoFault || !msg.Renewed {
 		return Effect{}, true
 	}
-	v := Validity(msg.Sent, d.lease)
+	v := Validity(msg.Sent, d.lease())
 	if !v.After(d.deadlineAt(epoch)) {
 		d.renewing = false
 		return Effect{}, false
@@ -231,26 +244,27 @@ func (d *Dormant) RenewReply(epoch time.Time, msg Msg) (deadline Effect, wake bo
 		d.renewIn -= off - d.deadline // the next renewal stays where it was
 	}
 	d.deadline = off
-	return Effect{Kind: EffDeadline, ID: d.id, At: v}, false
+	return Effect{Kind: EffDeadline, ID: id, At: v}, false
 }
 
 // Wake rebuilds the machine that slept into d, in the state it slept in
 // (with the renewal Fire asked for still in flight, if it is) from epoch
 // (the one Sleep was given), appending to
-// buf the effects that set its timers again. field is the one Sleep gave.
+// buf the effects that set its timers again. id and field are the ones
+// Sleep gave.
 // The runtime then steps it with the input that woke it.
-func Wake(name string, cfg Config, epoch time.Time, d *Dormant, field string, buf []Effect) (*Machine, []Effect) {
+func Wake(name string, cfg Config, epoch time.Time, d *Dormant, id ReqID, field string, buf []Effect) (*Machine, []Effect) {
 	m := New(name, cfg)
 	m.kind = d.kindOf()
-	m.nextID = d.nextID
+	m.nextID = d.gen + uint64(d.nextIDs)
 	o := &owner{gen: d.gen, field: field, mode: d.mode, count: int64(d.count), token: d.token,
-		lease: d.lease, watchdog: d.watchdog, deadline: d.deadlineAt(epoch),
-		renewInFlight: d.renewing, renewLease: d.lease, current: true}
+		lease: d.lease(), watchdog: d.watchdog, deadline: d.deadlineAt(epoch),
+		renewInFlight: d.renewing, renewLease: d.lease(), current: true}
 	if d.watchdog {
 		o.renewNext = d.renewNext(epoch)
 	}
 	o.op.backoff = m.cfg.Backoff
-	r := &request{Request: d.request(field), tryOnce: d.wait == 0, state: stateHeld, granted: true, owner: o}
+	r := &request{Request: d.request(id, field), tryOnce: d.wait == 0, state: stateHeld, granted: true, owner: o}
 	o.held, o.waiting = append(o.heldBuf[:0], r), o.waitBuf[:0]
 	m.reqs = append(m.reqs, r)
 	m.owners = append(m.owners, o)

@@ -28,18 +28,18 @@ func holdWaiting(t *testing.T, wait time.Duration) *driver {
 func TestSleepOnlyWhenQuiet(t *testing.T) {
 	d := newDriver(t)
 	acq := one(t, d.enqueue(1, "c:a", -1), EffAcquire)
-	if _, _, ok := d.m.Sleep(epoch); ok {
+	if _, _, _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with its acquire in flight")
 	}
 	d.step(granted(acq.Op, 1, 7))
 	d.enqueue(2, "c:b", -1)
-	if _, _, ok := d.m.Sleep(epoch); ok {
+	if _, _, _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with a waiter")
 	}
 
 	d = holdOne(t)
 	d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 2, Field: "c:a", Lease: lease, Watchdog: true, Wait: -1}})
-	if _, _, ok := d.m.Sleep(epoch); ok {
+	if _, _, _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with a reentry in flight")
 	}
 
@@ -47,24 +47,24 @@ func TestSleepOnlyWhenQuiet(t *testing.T) {
 	gen := d.m.owners[0].gen
 	d.now = t0.Add(lease / 3)
 	one(t, d.step(Msg{Kind: MsgTimer, Timer: TimerKey{TimerRenew, gen}}), EffRenew)
-	if _, _, ok := d.m.Sleep(epoch); ok {
+	if _, _, _, ok := d.m.Sleep(epoch); ok {
 		t.Fatal("slept with its renewal in flight")
 	}
 
 	d = holdOne(t)
-	rec, field, ok := d.m.Sleep(epoch)
+	rec, id, field, ok := d.m.Sleep(epoch)
 	if !ok {
 		t.Fatal("a quiet held lock did not sleep")
 	}
-	if rec.ID() != 1 || field != "c:a" || !rec.Deadline(epoch).Equal(Validity(t0, lease)) {
-		t.Fatalf("record of request %d field %q deadline %v", rec.ID(), field, rec.Deadline(epoch))
+	if id != 1 || field != "c:a" || !rec.Deadline(epoch).Equal(Validity(t0, lease)) {
+		t.Fatalf("record of request %d field %q deadline %v", id, field, rec.Deadline(epoch))
 	}
 }
 
 func TestDormantRenewsOnTheGrid(t *testing.T) {
 	d := holdOne(t)
 	gen := d.m.owners[0].gen
-	rec, field, _ := d.m.Sleep(epoch)
+	rec, id, field, _ := d.m.Sleep(epoch)
 	if want := t0.Add(lease / 3); !rec.Due(epoch, 10*time.Millisecond).Equal(want) {
 		t.Fatalf("due %v, want the first renewal %v", rec.Due(epoch, 10*time.Millisecond), want)
 	}
@@ -82,7 +82,7 @@ func TestDormantRenewsOnTheGrid(t *testing.T) {
 	if r, _ := rec.Fire(epoch, now.Add(time.Millisecond), "n", field, 10*time.Millisecond); r.Kind != 0 {
 		t.Fatal("a second renewal while one is in flight")
 	}
-	dl, wake := rec.RenewReply(epoch, Msg{Kind: MsgRenewReply, Op: gen, Sent: now, Renewed: true})
+	dl, wake := rec.RenewReply(epoch, id, Msg{Kind: MsgRenewReply, Op: gen, Sent: now, Renewed: true})
 	if wake || dl.Kind != EffDeadline || dl.ID != 1 || !dl.At.Equal(Validity(now, lease)) {
 		t.Fatalf("reply gave %+v wake %v, want the deadline %v", dl, wake, Validity(now, lease))
 	}
@@ -90,7 +90,7 @@ func TestDormantRenewsOnTheGrid(t *testing.T) {
 		t.Fatalf("next renewal %v, want %v (on the grid, no drift)", rec.Due(epoch, 10*time.Millisecond), want)
 	}
 	// A stale reply (another generation) changes nothing.
-	if dl, wake := rec.RenewReply(epoch, Msg{Kind: MsgRenewReply, Op: gen + 1, Sent: now, Renewed: false}); dl.Kind != 0 || wake {
+	if dl, wake := rec.RenewReply(epoch, id, Msg{Kind: MsgRenewReply, Op: gen + 1, Sent: now, Renewed: false}); dl.Kind != 0 || wake {
 		t.Fatal("a stale reply was taken")
 	}
 }
@@ -99,7 +99,7 @@ func TestDormantFixedLeaseWakesAtItsDeadline(t *testing.T) {
 	d := newDriver(t)
 	d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 1, Field: "c:a", Lease: time.Second, Wait: -1}})
 	d.step(granted(1, 1, 1))
-	rec, field, ok := d.m.Sleep(epoch)
+	rec, id, field, ok := d.m.Sleep(epoch)
 	if !ok {
 		t.Fatal("did not sleep")
 	}
@@ -111,7 +111,7 @@ func TestDormantFixedLeaseWakesAtItsDeadline(t *testing.T) {
 	if r.Kind != 0 || w.Kind != MsgTimer || w.Timer.Kind != TimerDeadline {
 		t.Fatalf("firing at the deadline gave %+v / %+v", r, w)
 	}
-	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, epoch, &rec, field, nil)
+	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, epoch, &rec, id, field, nil)
 	if l := one(t, m.Step(due, w), EffLost); !errors.Is(l.Err, ErrLeaseExpired) {
 		t.Fatalf("lost %v", l.Err)
 	}
@@ -171,7 +171,7 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			awake, asleep := holdWaiting(t, tc.wait), holdWaiting(t, tc.wait)
 			gen := awake.m.owners[0].gen
-			rec, field, ok := asleep.m.Sleep(epoch)
+			rec, id, field, ok := asleep.m.Sleep(epoch)
 			if !ok {
 				t.Fatal("did not sleep")
 			}
@@ -189,11 +189,11 @@ func TestWakeIsTheMachineThatSlept(t *testing.T) {
 				reply := Msg{Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: true}
 				awake.now = now
 				awake.step(reply)
-				if _, wake := rec.RenewReply(epoch, reply); wake {
+				if _, wake := rec.RenewReply(epoch, id, reply); wake {
 					t.Fatal("a renewal that succeeded woke the record")
 				}
 			}
-			m, effs := Wake("n", cfg, epoch, &rec, field, nil)
+			m, effs := Wake("n", cfg, epoch, &rec, id, field, nil)
 			for _, e := range effs {
 				if e.Kind != EffSchedule {
 					t.Fatalf("waking emitted %v", e.Kind)
@@ -241,13 +241,14 @@ func TestUsesField(t *testing.T) {
 	}
 }
 
-// TestDormantSize: the record is 72 bytes, its deadline an 8-byte offset
-// from the runtime's epoch and its owner field the runtime's to give back,
-// so that the actor runtime's entry, which embeds it, stays within its
-// 144-byte size class.
+// TestDormantSize: the record is 56 bytes (its deadline an 8-byte offset
+// from the runtime's epoch, its request's ID and owner field the runtime's
+// to give back, its lease and id counter four bytes each), so that the
+// actor runtime's entry, which embeds it, stays within its 128-byte size
+// class.
 func TestDormantSize(t *testing.T) {
-	if n := unsafe.Sizeof(Dormant{}); n > 72 {
-		t.Fatalf("a Dormant is %d bytes, want at most 72", n)
+	if n := unsafe.Sizeof(Dormant{}); n > 56 {
+		t.Fatalf("a Dormant is %d bytes, want at most 56", n)
 	}
 }
 
@@ -270,7 +271,7 @@ func TestDormantDeadlineFromEpoch(t *testing.T) {
 			d.now = tc.base.Add(5 * time.Millisecond)
 			d.step(granted(acq.Op, 1, 7))
 			want := d.m.owners[0].deadline
-			rec, field, ok := d.m.Sleep(tc.epoch)
+			rec, id, field, ok := d.m.Sleep(tc.epoch)
 			if !ok {
 				t.Fatal("did not sleep")
 			}
@@ -278,7 +279,7 @@ func TestDormantDeadlineFromEpoch(t *testing.T) {
 			if !got.Equal(want) || hasMonotonic(got) != hasMonotonic(want) || !got.Equal(Validity(tc.base, lease)) {
 				t.Fatalf("deadline %v (monotonic %v), want %v (monotonic %v)", got, hasMonotonic(got), want, hasMonotonic(want))
 			}
-			m, _ := Wake("n", Config{}, tc.epoch, &rec, field, nil)
+			m, _ := Wake("n", Config{}, tc.epoch, &rec, id, field, nil)
 			if dl := m.owners[0].deadline; !dl.Equal(want) || hasMonotonic(dl) != hasMonotonic(want) {
 				t.Fatalf("woken deadline %v, want %v", dl, want)
 			}
@@ -293,11 +294,11 @@ func TestDormantDeadlineFromEpoch(t *testing.T) {
 // its machine with it.
 func TestDormantKeepsOnlyDeadlinesItCanGiveBack(t *testing.T) {
 	d := holdOne(t)
-	if _, _, ok := d.m.Sleep(time.Now()); ok {
+	if _, _, _, ok := d.m.Sleep(time.Now()); ok {
 		t.Fatal("a deadline without a monotonic reading slept from an epoch with one")
 	}
 	gen := d.m.owners[0].gen
-	rec, field, ok := d.m.Sleep(epoch)
+	rec, id, field, ok := d.m.Sleep(epoch)
 	if !ok {
 		t.Fatal("did not sleep")
 	}
@@ -307,11 +308,54 @@ func TestDormantKeepsOnlyDeadlinesItCanGiveBack(t *testing.T) {
 	}
 	before := rec
 	sent := time.Now() // a monotonic reading, after t0
-	dl, wake := rec.RenewReply(epoch, Msg{Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: true})
+	dl, wake := rec.RenewReply(epoch, id, Msg{Kind: MsgRenewReply, Op: gen, Sent: sent, Renewed: true})
 	if !wake || dl.Kind != 0 {
 		t.Fatalf("a deadline the record cannot keep gave %+v, wake %v; want the machine woken", dl, wake)
 	}
 	if rec != before || !rec.Renewing() {
 		t.Fatal("the record changed, or forgot its renewal in flight, for a reply it left to the machine")
+	}
+}
+
+// TestDormantKeepsOnlyNumbersItCanGiveBack: the record keeps the lease in
+// whole milliseconds and the id counter as its distance above the owner's
+// generation, four bytes each. A machine whose lease is not whole
+// milliseconds, or whose counter ran 2^32 ids past the generation, does
+// not sleep; one that sleeps wakes with both as they were.
+func TestDormantKeepsOnlyNumbersItCanGiveBack(t *testing.T) {
+	held := func(lease time.Duration) *driver {
+		d := newDriver(t)
+		acq := one(t, d.step(Msg{Kind: MsgEnqueue, Req: Request{ID: 1, Field: "c:a", Lease: lease, Wait: -1}}), EffAcquire)
+		d.now = t0.Add(5 * time.Millisecond)
+		d.step(granted(acq.Op, 1, 7))
+		return d
+	}
+	if _, _, _, ok := held(lease + 500*time.Microsecond).m.Sleep(epoch); ok {
+		t.Error("a lease of 30.0005 s slept: the record keeps whole milliseconds")
+	}
+	if _, _, _, ok := held(50 * 24 * time.Hour).m.Sleep(epoch); ok {
+		t.Error("a lease of 50 days slept: more milliseconds than four bytes hold")
+	}
+	d := held(lease)
+	d.m.nextID = d.m.owners[0].gen + 1<<32
+	if _, _, _, ok := d.m.Sleep(epoch); ok {
+		t.Error("slept with its id counter 2^32 past the owner's generation")
+	}
+
+	d = held(2*time.Second + 3*time.Millisecond)
+	d.m.nextID = d.m.owners[0].gen + 1<<32 - 1
+	want, gen := d.m.nextID, d.m.owners[0].gen
+	rec, id, field, ok := d.m.Sleep(epoch)
+	if !ok {
+		t.Fatal("a lease of whole milliseconds with its counter within reach did not sleep")
+	}
+	m, _ := Wake("n", Config{Slack: 10 * time.Millisecond}, epoch, &rec, id, field, nil)
+	o := m.owners[0]
+	if m.nextID != want || o.gen != gen || o.lease != 2*time.Second+3*time.Millisecond || m.reqs[0].Lease != o.lease {
+		t.Fatalf("woke with counter %d, generation %d, lease %v (request's %v); slept with %d, %d, 2.003s",
+			m.nextID, o.gen, o.lease, m.reqs[0].Lease, want, gen)
+	}
+	if m.reqs[0].ID != 1 || o.field != "c:a" {
+		t.Fatalf("woke holding request %d of field %q, want 1 of c:a", m.reqs[0].ID, o.field)
 	}
 }

@@ -53,10 +53,12 @@ type Handle interface {
 	Lost(err error)
 }
 
-// FieldGiver is a Handle that can give its request's owner field again
-// (Request.Field, built when asked for): the actor runtime puts a quiet
-// hold to sleep only then, and keeps no copy of the field (Machine.Sleep).
-type FieldGiver interface {
+// Giver is a Handle that can give its request's ID and owner field again
+// (Request.ID, Request.Field; the field built when asked for): the actor
+// runtime puts a quiet hold to sleep only then, and its record keeps
+// neither (Machine.Sleep).
+type Giver interface {
+	RequestID() ReqID
 	OwnerField() string
 }
 

@@ -78,7 +78,9 @@ type machine struct {
 	// the actor runtime folds a quiet hold; dormantGen tells the current
 	// arming of its timer from earlier ones.
 	dormant *lockactor.Dormant
-	// dormantField is the record's owner field (the record keeps none).
+	// dormantID and dormantField are the record's request and owner field
+	// (the record keeps neither).
+	dormantID    lockactor.ReqID
 	dormantField string
 	dormantGen   uint64
 }
@@ -267,7 +269,7 @@ func (c *engine) deliverTo(m *machine, msg lockactor.Msg) {
 			panic(fmt.Sprintf("sim: a call's reply reached the sleeping machine of %s: it slept with a call in flight", name))
 		}
 		if msg.Kind == lockactor.MsgRenewReply {
-			dl, wake := m.dormant.RenewReply(c.epoch, msg)
+			dl, wake := m.dormant.RenewReply(c.epoch, m.dormantID, msg)
 			if !wake {
 				if dl.Kind != 0 {
 					c.apply(m, dl)
@@ -299,11 +301,11 @@ func (c *engine) maybeSleep(m *machine) {
 	if m.calls > 0 || m.subscribed || c.closed {
 		return
 	}
-	rec, field, ok := m.m.Sleep(c.epoch)
+	rec, id, field, ok := m.m.Sleep(c.epoch)
 	if !ok || c.w.rng.Intn(2) == 0 {
 		return
 	}
-	m.m, m.dormant, m.dormantField = nil, &rec, field
+	m.m, m.dormant, m.dormantID, m.dormantField = nil, &rec, id, field
 	clear(m.timers) // the record's timer replaces them
 	c.armDormant(m)
 }
@@ -331,8 +333,8 @@ func (c *engine) armDormant(m *machine) {
 
 // wake rebuilds the machine from its record.
 func (c *engine) wake(m *machine) {
-	mm, effs := lockactor.Wake(m.name, c.machineCfg, c.epoch, m.dormant, m.dormantField, nil)
-	m.m, m.dormant, m.dormantField = mm, nil, ""
+	mm, effs := lockactor.Wake(m.name, c.machineCfg, c.epoch, m.dormant, m.dormantID, m.dormantField, nil)
+	m.m, m.dormant, m.dormantID, m.dormantField = mm, nil, 0, ""
 	for _, e := range effs {
 		c.apply(m, e)
 	}

@@ -329,6 +329,17 @@ func (b *Batcher) send(ctx context.Context, wg *sync.WaitGroup, batch []Item, c 
 	ctx = context.WithValue(ctx, batchesKey{}, [][]Item{batch})
 	renewed, err := b.cfg.Exec(ctx, c.Script, c.Keys, c.Args)
 	report(batch, sent, renewed, err)
+	let(batch, c)
+}
+
+// let lets go of what an answered call's items and arguments hold (their
+// replies' closures, keys and fields): the round's slices keep them until
+// its last call is answered otherwise, and a large round's calls are
+// answered over many milliseconds.
+func let(batch []Item, c scripts.Call) {
+	clear(batch)
+	clear(c.Keys)
+	clear(c.Args)
 }
 
 func (b *Batcher) sendMulti(ctx context.Context, wg *sync.WaitGroup, batches [][]Item, calls []scripts.Call) {
@@ -343,6 +354,9 @@ func (b *Batcher) sendMulti(ctx context.Context, wg *sync.WaitGroup, batches [][
 			r, err = renewed[i], errs[i]
 		}
 		report(batch, sent, r, err)
+		if i < len(calls) {
+			let(batch, calls[i])
+		}
 	}
 }
 

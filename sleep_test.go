@@ -436,3 +436,50 @@ func TestLockAllPartsSleep(t *testing.T) {
 	}
 	noLockKeys(t, srv)
 }
+
+// Every kind's quiet hold sleeps, under either layout: a record keeps no
+// request ID or owner field, so the hold sleeps only if its Lock gives both
+// back exactly (a field of its own under WithOwner or the read-write kinds,
+// the Client's anonymous one otherwise). Asleep for three leases, none is
+// lost, and each releases.
+func TestEveryKindSleeps(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	const lease = 900 * time.Millisecond
+	for _, layout := range []holdfast.Layout{holdfast.LayoutHoldfast, holdfast.LayoutRedisson} {
+		c := newClient(t, srv, holdfast.Config{WatchdogTimeout: lease, Layout: layout})
+		cancellable, cancel := context.WithCancel(ctx)
+		defer cancel()
+		kinds := map[string]func(name string) *holdfast.Lock{
+			"lock":        func(n string) *holdfast.Lock { return c.Lock(ctx, n) },
+			"owner":       func(n string) *holdfast.Lock { return c.Lock(holdfast.WithOwner(ctx, "me"), n) },
+			"cancellable": func(n string) *holdfast.Lock { return c.Lock(cancellable, n) },
+			"read":        func(n string) *holdfast.Lock { return c.ReadLock(ctx, n) },
+			"write":       func(n string) *holdfast.Lock { return c.WriteLock(ctx, n) },
+			"owner-write": func(n string) *holdfast.Lock { return c.WriteLock(holdfast.WithOwner(ctx, "me"), n) },
+			"fair":        func(n string) *holdfast.Lock { return c.FairLock(ctx, n) },
+			"semaphore":   func(n string) *holdfast.Lock { return c.Semaphore(ctx, n, 2) },
+			"election":    func(n string) *holdfast.Lock { return c.Elect(ctx, n, "v") },
+			"fixed-lease": func(n string) *holdfast.Lock { return c.Lock(ctx, n, holdfast.WithLease(time.Hour)) },
+		}
+		if layout == holdfast.LayoutRedisson {
+			delete(kinds, "fair") // not in Redisson's layout (ErrNotSupported)
+			delete(kinds, "semaphore")
+			delete(kinds, "election")
+		}
+		locks := map[string]*holdfast.Lock{}
+		for kind, lock := range kinds {
+			l := lock(fmt.Sprintf("every-%d-%s", layout, kind))
+			mustAcquire(t, l)
+			locks[kind] = l
+		}
+		waitAsleep(t, c, len(locks))
+		time.Sleep(3 * lease) // only the records' renewals keep them
+		for kind, l := range locks {
+			notLost(t, l)
+			if err := l.Release(ctx); err != nil {
+				t.Errorf("layout %d: Release of a sleeping %s hold: %v", layout, kind, err)
+			}
+		}
+	}
+}

@@ -189,47 +189,42 @@ func TestRegistryWrapAround(t *testing.T) {
 		return e
 	}
 
-	// a, b and c all home at slot 7 and fill 7, 0 and 1: removing a moves
-	// b and c back across the end.
-	r := newTable()
-	a := put(r, "a", 7)
-	put(r, "b", 7)
-	put(r, "c", 7)
-	if got := fmt.Sprint(slotNames(r)); got != "[b c      a]" {
-		t.Fatalf("slots %s", got)
+	// Each case puts three names at forced homes in an 8-slot table and
+	// removes the first, with the slots before and after.
+	type named struct {
+		name string
+		home uint64
 	}
-	r.remove(a)
-	if got := fmt.Sprint(slotNames(r)); got != "[c       b]" {
-		t.Fatalf("after removing a: slots %s", got)
+	var r *registry
+	for _, tc := range []struct {
+		what          string
+		puts          [3]named
+		before, after string
+	}{
+		// All home at slot 7 and fill 7, 0 and 1: removing a moves b and
+		// c back across the end.
+		{"a run across the end", [3]named{{"a", 7}, {"b", 7}, {"c", 7}}, "[b c      a]", "[c       b]"},
+		// e is home at 0, f (home 7) sits at 1: removing d leaves e and
+		// moves f to 7, past e.
+		{"an entry at home in the run", [3]named{{"d", 7}, {"e", 0}, {"f", 7}}, "[e f      d]", "[e       f]"},
+		// i (home 6) wrapped to 0: removing g moves i to 6 and leaves h
+		// home.
+		{"a run ending at the end", [3]named{{"g", 6}, {"h", 7}, {"i", 6}}, "[i      g h]", "[      i h]"},
+	} {
+		r = newTable()
+		first := put(r, tc.puts[0].name, tc.puts[0].home)
+		for _, p := range tc.puts[1:] {
+			put(r, p.name, p.home)
+		}
+		if got := fmt.Sprint(slotNames(r)); got != tc.before {
+			t.Fatalf("%s: slots %s, want %s", tc.what, got, tc.before)
+		}
+		r.remove(first)
+		if got := fmt.Sprint(slotNames(r)); got != tc.after {
+			t.Fatalf("%s: after removing %s: slots %s, want %s", tc.what, first.name, got, tc.after)
+		}
 	}
-
-	// d homes at 7, e at 0 (its own slot), f at 7 (slot 1): removing d
-	// leaves e, which is home, and moves f to 7, past e.
-	r = newTable()
-	d := put(r, "d", 7)
-	put(r, "e", 0)
-	put(r, "f", 7)
-	if got := fmt.Sprint(slotNames(r)); got != "[e f      d]" {
-		t.Fatalf("slots %s", got)
-	}
-	r.remove(d)
-	if got := fmt.Sprint(slotNames(r)); got != "[e       f]" {
-		t.Fatalf("after removing d: slots %s", got)
-	}
-
-	// g homes at 6, h at 7, i at 6 (slot 0): removing g moves i to 6 and
-	// leaves h home.
-	r = newTable()
-	g := put(r, "g", 6)
-	put(r, "h", 7)
-	put(r, "i", 6)
-	if got := fmt.Sprint(slotNames(r)); got != "[i      g h]" {
-		t.Fatalf("slots %s", got)
-	}
-	r.remove(g)
-	if got := fmt.Sprint(slotNames(r)); got != "[      i h]" {
-		t.Fatalf("after removing g: slots %s", got)
-	}
+	// The last case's survivors are still found, its removed one not.
 	for _, name := range []string{"h", "i"} {
 		if r.get(name) == nil || r.get(name).name != name {
 			t.Fatalf("get(%q) lost it", name)

@@ -235,7 +235,7 @@ func (e *entry) renewed(msg lockactor.Msg) {
 	s.mu.Lock()
 	if e.asleep && e.pid == nil {
 		s.unnapLocked(e)
-		dl, wake := e.rec.RenewReply(s.epoch, e.handle.(lockactor.Giver).RequestID(), msg)
+		dl, wake := e.rec.RenewReply(s.epoch, e.id(), msg)
 		if !wake {
 			if dl.Kind == lockactor.EffDeadline {
 				e.handle.SetDeadline(dl.At)
@@ -270,6 +270,9 @@ func (a *lockActor) disarmTimers() bool {
 	return true
 }
 
-// field is the owner field of the sleeping record of e, built again by its
-// Lock (trySleep put it to sleep only so). s.mu is held.
+// id and field are the request and owner field of the sleeping record of
+// e, given again by its Lock (trySleep put it to sleep only so). s.mu is
+// held.
+func (e *entry) id() lockactor.ReqID { return e.handle.(lockactor.Giver).RequestID() }
+
 func (e *entry) field() string { return e.handle.(lockactor.Giver).OwnerField() }

@@ -15,6 +15,9 @@
 -- Java holder and a Go holder of NAME exclude each other.
 --
 -- Replies (as acquire.lua):
+--   token              a fresh grant (count 1) whose token is > 0, as every
+--                      token is unless the counter was set by hand: the
+--                      common reply, a bare integer (lockactor.DecodeAcquire)
 --   {1, count, token}  granted; a fresh grant's token is the counter's new
 --                      value, a reentry's or a repeat's the counter's current
 --                      one (at least the hold's token, below any later grant's)
@@ -36,6 +39,7 @@ if expected == 0 and redis.call('exists', key) == 0 then
   local token = redis.call('incr', KEYS[2])
   redis.call('hincrby', key, f, 1)
   redis.call('pexpire', key, lease)
+  if token > 0 then return token end
   return {1, 1, token}
 end
 if redis.call('hexists', key, 'mode') == 1 then return {-2} end
@@ -57,4 +61,5 @@ end
 local token = redis.call('incr', KEYS[2])
 redis.call('hincrby', key, f, 1)
 redis.call('pexpire', key, lease)
+if token > 0 then return token end
 return {1, 1, token}

@@ -152,8 +152,8 @@ func (a *lockActor) wake(rec *lockactor.Dormant, h lockactor.Handle) {
 	a.handles.set(id, h)
 	a.fields.set(field, struct{}{})
 	a.now = a.sys.cfg.Clock.Now() // dates the calls of the effects (callScript)
-	for _, e := range effs {
-		a.apply(e)
+	for i := range effs {
+		a.apply(&effs[i])
 	}
 	clear(effs)
 	*buf = effs[:0]

@@ -11,7 +11,13 @@ import (
 // name is); a request ends once, with finish, whatever ends it.
 
 func (m *Machine) enqueue(now time.Time, req Request) {
-	r := &request{Request: req, tryOnce: req.Wait == 0}
+	r := m.spareReq
+	if r != nil {
+		m.spareReq = nil
+		*r = request{Request: req, tryOnce: req.Wait == 0}
+	} else {
+		r = &request{Request: req, tryOnce: req.Wait == 0}
+	}
 	m.reqs = append(m.reqs, r)
 	if m.shutdown != nil {
 		m.finish(r, m.shutdown)
@@ -189,6 +195,7 @@ func (m *Machine) finish(r *request, err error) {
 		m.answerRelease(r, rerr)
 	}
 	m.emit(Effect{Kind: EffLost, ID: r.ID, Err: err})
+	m.droppedReq = r
 }
 
 func (m *Machine) answerRelease(r *request, err error) {

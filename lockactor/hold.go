@@ -14,7 +14,16 @@ func (m *Machine) newOwner(field string, count int64, token uint64) *owner {
 	if prev := m.ownerOf(field); prev != nil {
 		prev.current = false
 	}
-	o := &owner{gen: m.id(), field: field, count: count, token: token, current: true}
+	o := m.spare
+	if o != nil {
+		// A recycled owner (Machine.recycle): its release arguments' array
+		// stays spent.
+		m.spare = nil
+		*o = owner{releaseArgs: callArgs{spent: true}}
+	} else {
+		o = new(owner)
+	}
+	o.gen, o.field, o.count, o.token, o.current = m.id(), field, count, token, true
 	o.op.backoff = m.cfg.Backoff
 	o.held, o.waiting = o.heldBuf[:0], o.waitBuf[:0]
 	m.owners = append(m.owners, o)
@@ -210,6 +219,7 @@ func (m *Machine) ownerLost(now time.Time, o *owner, err error) {
 	if len(back) > 0 {
 		m.queue = append(back, m.queue...)
 	}
+	m.dropped = o
 }
 
 func (m *Machine) stopRenewal(o *owner) {

@@ -256,6 +256,14 @@ type Machine struct {
 	// delete the new hold.
 	inflight []fieldCall
 
+	// dropped is an owner lost in the step under way that nothing may
+	// reach once the step is over, and spare one that a step left so: the
+	// next owner reuses it (recycle), so that a cycle of a fresh grant and
+	// its final release allocates no owner.
+	dropped, spare *owner
+	// droppedReq and spareReq are the same for a request that ended.
+	droppedReq, spareReq *request
+
 	out []Effect
 }
 
@@ -316,7 +324,55 @@ func (m *Machine) StepInto(buf []Effect, now time.Time, msg Msg) []Effect {
 	m.out = buf
 	defer func() { m.out = saved }()
 	m.step(now, msg)
+	m.recycle()
 	return m.out
+}
+
+// recycle keeps the owner the step dropped as the spare, once nothing of
+// the machine reaches it: it is no owner any more, no live, queued or
+// parked request or attempt names it, and no call in flight is on its field
+// (a call's arguments may live in the owner, see callArgs).
+func (m *Machine) recycle() {
+	if r := m.droppedReq; r != nil {
+		m.droppedReq = nil
+		if !m.reaches(r) {
+			*r = request{}
+			m.spareReq = r
+		}
+	}
+	o := m.dropped
+	if o == nil {
+		return
+	}
+	m.dropped = nil
+	if o.renewInFlight || slices.Contains(m.owners, o) || m.fieldBusy(o.field) ||
+		m.att.req != nil && m.att.req.owner == o {
+		return
+	}
+	for _, rs := range [...][]*request{m.reqs, m.queue, m.parked} {
+		for _, r := range rs {
+			if r.owner == o {
+				return
+			}
+		}
+	}
+	*o = owner{releaseArgs: callArgs{spent: true}}
+	m.spare = o
+}
+
+// reaches reports whether anything of the machine still points to the
+// ended request r: its live, queued or parked requests, its attempt, an
+// owner's holders, waiters or op.
+func (m *Machine) reaches(r *request) bool {
+	if m.att.req == r || slices.Contains(m.reqs, r) || slices.Contains(m.queue, r) || slices.Contains(m.parked, r) {
+		return true
+	}
+	for _, o := range m.owners {
+		if o.op.req == r || slices.Contains(o.held, r) || slices.Contains(o.waiting, r) {
+			return true
+		}
+	}
+	return false
 }
 
 func (m *Machine) step(now time.Time, msg Msg) {

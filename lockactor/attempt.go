@@ -193,6 +193,9 @@ func (m *Machine) failTryOnce(all bool) {
 // it with the kind's decoder for that op. A reply that does not decode
 // counts as a transient failure.
 func (m *Machine) reply(now time.Time, msg Msg) {
+	if msg.Fault != NoFault && msg.Fault != Unsynced {
+		m.faulted = true
+	}
 	var unsynced error
 	if msg.Fault == Unsynced {
 		unsynced, msg.Fault, msg.Err = msg.Err, NoFault, nil

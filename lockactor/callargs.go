@@ -10,10 +10,6 @@ import "slices"
 type callArgs struct {
 	args [4]string
 	n    int // arguments kept; 0: none yet
-	// spent: the array may back the arguments of an earlier owner's calls
-	// (Machine.recycle): it is never written again, so a call's arguments
-	// never change under it.
-	spent bool
 }
 
 // use returns xs as a call's arguments: the kept array when it is unused
@@ -23,7 +19,7 @@ func (c *callArgs) use(xs ...string) []string {
 	if c == nil {
 		return slices.Clone(xs)
 	}
-	if c.n == 0 && !c.spent && len(xs) <= len(c.args) {
+	if c.n == 0 && len(xs) <= len(c.args) {
 		c.n = copy(c.args[:], xs)
 	}
 	if kept := c.args[:c.n:c.n]; slices.Equal(kept, xs) {

@@ -14,12 +14,9 @@ func (m *Machine) newOwner(field string, count int64, token uint64) *owner {
 	if prev := m.ownerOf(field); prev != nil {
 		prev.current = false
 	}
-	o := m.spare
+	o := m.spare // zeroed by Machine.recycle
 	if o != nil {
-		// A recycled owner (Machine.recycle): its release arguments' array
-		// stays spent.
 		m.spare = nil
-		*o = owner{releaseArgs: callArgs{spent: true}}
 	} else {
 		o = new(owner)
 	}

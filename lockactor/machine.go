@@ -256,13 +256,17 @@ type Machine struct {
 	// delete the new hold.
 	inflight []fieldCall
 
-	// dropped is an owner lost in the step under way that nothing may
-	// reach once the step is over, and spare one that a step left so: the
-	// next owner reuses it (recycle), so that a cycle of a fresh grant and
-	// its final release allocates no owner.
-	dropped, spare *owner
+	// dropped is an owner lost in the step under way, and spare one that a
+	// step left unreachable: the next owner reuses it (recycle), so that a
+	// cycle of a fresh grant and its final release allocates no owner.
 	// droppedReq and spareReq are the same for a request that ended.
+	dropped, spare       *owner
 	droppedReq, spareReq *request
+	// faulted: a call of the machine was answered by a fault (a timeout, a
+	// lost connection, an error). Such a call may still run later with the
+	// arguments it was given, which live in its owner or request
+	// (callArgs): from then on the machine reuses neither.
+	faulted bool
 
 	out []Effect
 }
@@ -328,24 +332,23 @@ func (m *Machine) StepInto(buf []Effect, now time.Time, msg Msg) []Effect {
 	return m.out
 }
 
-// recycle keeps the owner the step dropped as the spare, once nothing of
-// the machine reaches it: it is no owner any more, no live, queued or
-// parked request or attempt names it, and no call in flight is on its field
-// (a call's arguments may live in the owner, see callArgs).
+// recycle keeps the request and the owner the step dropped as the spares,
+// once nothing of the machine reaches them: for the owner, no owner, live,
+// queued or parked request or attempt names it, and no call in flight is on
+// its field (a call's arguments may live in the owner, see callArgs). A
+// machine whose calls have faulted keeps no spares (see faulted).
 func (m *Machine) recycle() {
-	if r := m.droppedReq; r != nil {
-		m.droppedReq = nil
-		if !m.reaches(r) {
-			*r = request{}
-			m.spareReq = r
-		}
-	}
-	o := m.dropped
-	if o == nil {
+	r, o := m.droppedReq, m.dropped
+	m.droppedReq, m.dropped = nil, nil
+	if m.faulted {
+		m.spareReq, m.spare = nil, nil
 		return
 	}
-	m.dropped = nil
-	if o.renewInFlight || slices.Contains(m.owners, o) || m.fieldBusy(o.field) ||
+	if r != nil && !m.reaches(r) {
+		*r = request{}
+		m.spareReq = r
+	}
+	if o == nil || o.renewInFlight || slices.Contains(m.owners, o) || m.fieldBusy(o.field) ||
 		m.att.req != nil && m.att.req.owner == o {
 		return
 	}
@@ -356,7 +359,7 @@ func (m *Machine) recycle() {
 			}
 		}
 	}
-	*o = owner{releaseArgs: callArgs{spent: true}}
+	*o = owner{}
 	m.spare = o
 }
 

@@ -23,6 +23,8 @@ fi
 
 go vet ./...
 go test -race -count=1 "$@" ./...
+# Allocation counts, which the race detector's own allocations would blur.
+go test -count=1 -run 'AllocatesNothing$' "$@" ./lockactor
 # The simulator's property tests once more: 10,000 schedules of the
 # reentrant lock's (a hundred times rapid's default; about a minute on two
 # cores, docs/simulation.md) and 1,000 of the fair and read-write locks',

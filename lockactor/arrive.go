@@ -11,13 +11,13 @@ import (
 // name is); a request ends once, with finish, whatever ends it.
 
 func (m *Machine) enqueue(now time.Time, req Request) {
-	r := m.spareReq
+	r := m.spareReq // zeroed by Machine.recycle
 	if r != nil {
 		m.spareReq = nil
-		*r = request{Request: req, tryOnce: req.Wait == 0}
 	} else {
-		r = &request{Request: req, tryOnce: req.Wait == 0}
+		r = new(request)
 	}
+	*r = request{Request: req, tryOnce: req.Wait == 0}
 	m.reqs = append(m.reqs, r)
 	if m.shutdown != nil {
 		m.finish(r, m.shutdown)

@@ -97,9 +97,10 @@ func TestNoteRatiosRoundByRound(t *testing.T) {
 	e.noteRatios("hotlock", "handoffs_per_s", refSerialHandoff, vsBestPeer)
 	e.noteRatios("hotlock", "handoffs_per_s", refSerialHandoff, libRueidislock)
 	want := []string{
-		// Round 1's best peer is rueidislock (3000), round 2's redislock (3000).
-		"hotlock: handoffs_per_s as multiples of the round's best peer, round by round: handoff.lua serially 2.00×, holdfast 1.67×; handoff.lua serially 3.00×, holdfast 1.33×",
-		"hotlock: handoffs_per_s as multiples of the round's rueidislock, round by round: handoff.lua serially 2.00×, holdfast 1.67×; handoff.lua serially 4.50×, holdfast 2.00×",
+		// Round 1's best peer is rueidislock (3000), round 2's redislock
+		// (3000); holdfast is 5000/6000 and 4000/9000 of the reference.
+		"hotlock: handoffs_per_s as multiples of the round's best peer, round by round: handoff.lua serially 2.00×, holdfast 1.67× (0.83× handoff.lua serially); handoff.lua serially 3.00×, holdfast 1.33× (0.44× handoff.lua serially)",
+		"hotlock: handoffs_per_s as multiples of the round's rueidislock, round by round: handoff.lua serially 2.00×, holdfast 1.67× (0.83× handoff.lua serially); handoff.lua serially 4.50×, holdfast 2.00× (0.44× handoff.lua serially)",
 	}
 	if len(e.res.notes) != len(want) {
 		t.Fatalf("notes = %q, want %q", e.res.notes, want)

@@ -295,7 +295,9 @@ func (e *env) noteRatios(scenario, metric, ref, versus string) {
 		}
 		p := fmt.Sprintf("%s %.2f×", ref, floor[i]/base)
 		if i < len(hf) {
-			p += fmt.Sprintf(", holdfast %.2f×", hf[i]/base)
+			// holdfast as a share of the reference too: for the
+			// uncontended cycle that is its share of the bare-call floor.
+			p += fmt.Sprintf(", holdfast %.2f× (%.2f× %s)", hf[i]/base, hf[i]/floor[i], ref)
 		}
 		parts = append(parts, p)
 	}

@@ -144,10 +144,19 @@ func (m *Machine) reentryReply(now time.Time, o *owner, msg Msg, res AcquireResu
 	case res.Code == Granted && res.Count == o.op.expected+1:
 		o.count = res.Count
 		if r.ending {
+			// Gave up while its reentry was in flight: the count it added
+			// is given back.
 			r.state = stateHeld
 			r.owner = o
 			o.held = append(o.held, r)
 			m.askRelease(now, r)
+			if r.tryOnce {
+				// A try-once is decided by its one call: it ends now, and
+				// its give-back goes on in the background (as after an
+				// ambiguous call, above), so a release that fails or
+				// times out does not keep it pending.
+				m.finish(r, r.endErr)
+			}
 		} else {
 			m.grant(now, o, r, o.op.sent)
 		}

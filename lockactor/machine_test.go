@@ -756,3 +756,38 @@ func TestFairFieldWaitsForItsUndo(t *testing.T) {
 		t.Fatalf("once the undo landed, request 2 asks Redis: got %v", kinds(effs))
 	}
 }
+
+// A try-once reentry cancelled while its call is in flight ends when that
+// call is answered, also when the answer is a grant: it is decided by its
+// one call. The count it added is given back in the background, and the
+// owner's other hold lives on (the simulator's one-try bound found it kept
+// pending while that give-back timed out).
+func TestTryOnceReentryGivenUpInFlightEndsWithItsCall(t *testing.T) {
+	d := newDriver(t)
+	acq := one(t, d.enqueue(1, "c:y", -1), EffAcquire)
+	one(t, d.step(granted(acq.Op, 1, 7)), EffAcquired)
+	re := one(t, d.enqueue(2, "c:y", 0), EffAcquire)
+	if re.Expected != 1 {
+		t.Fatalf("reentry expected %d, want 1", re.Expected)
+	}
+	cancelled := errors.New("context ended")
+	none(t, d.step(Msg{Kind: MsgCancel, ID: 2, Err: cancelled}), EffLost) // it waits for its call
+	effs := d.step(granted(re.Op, 2, 7))
+	if l := one(t, effs, EffLost); l.ID != 2 || !errors.Is(l.Err, cancelled) {
+		t.Fatalf("lost %d with %v, want request 2 ended by its cancellation", l.ID, l.Err)
+	}
+	none(t, effs, EffAcquired)
+	back := one(t, effs, EffRelease)
+	if back.Expected != 2 {
+		t.Fatalf("give-back release expected %d, want 2", back.Expected)
+	}
+	effs = d.step(Msg{Kind: MsgReply, Op: back.Op, Reply: []int64{1}})
+	none(t, effs, EffLost)
+	rel := one(t, d.step(Msg{Kind: MsgRelease, ID: 1}), EffRelease)
+	if rel.Expected != 1 {
+		t.Fatalf("the outer release expected %d, want 1", rel.Expected)
+	}
+	if l := one(t, d.step(Msg{Kind: MsgReply, Op: rel.Op, Reply: []int64{0}}), EffLost); l.ID != 1 || !errors.Is(l.Err, ErrReleased) {
+		t.Fatalf("lost %d with %v, want request 1 released", l.ID, l.Err)
+	}
+}

@@ -348,19 +348,27 @@ func (m *Machine) recycle() {
 		*r = request{}
 		m.spareReq = r
 	}
-	if o == nil || o.renewInFlight || slices.Contains(m.owners, o) || m.fieldBusy(o.field) ||
-		m.att.req != nil && m.att.req.owner == o {
-		return
+	if o != nil && !o.renewInFlight && !m.fieldBusy(o.field) && !m.reachesOwner(o) {
+		*o = owner{}
+		m.spare = o
+	}
+}
+
+// reachesOwner reports whether anything of the machine still points to the
+// lost owner o: its owners, or a live, queued or parked request or the
+// attempt naming it.
+func (m *Machine) reachesOwner(o *owner) bool {
+	if slices.Contains(m.owners, o) || m.att.req != nil && m.att.req.owner == o {
+		return true
 	}
 	for _, rs := range [...][]*request{m.reqs, m.queue, m.parked} {
 		for _, r := range rs {
 			if r.owner == o {
-				return
+				return true
 			}
 		}
 	}
-	*o = owner{}
-	m.spare = o
+	return false
 }
 
 // reaches reports whether anything of the machine still points to the

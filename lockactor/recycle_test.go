@@ -27,7 +27,6 @@ func TestCyclesReuseTheOwnerAndRequest(t *testing.T) {
 	if d.m.spare != o || d.m.spareReq != r {
 		t.Fatal("the second cycle did not reuse the first one's owner and request")
 	}
-
 }
 
 // TestFaultedCallsStopTheReuse: a call answered by a fault may still run

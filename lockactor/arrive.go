@@ -144,7 +144,7 @@ func (m *Machine) end(now time.Time, r *request, err error) {
 		}
 		m.removeWaiting(r)
 		if r.ambiguous && r.owner == nil {
-			m.undoFor(now, r, now.Add(r.Lease))
+			m.undoFor(now, r, m.undoHorizon(now, r))
 		}
 		m.finish(r, err)
 	case stateHeld:

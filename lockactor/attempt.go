@@ -267,7 +267,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 			// A request that gave up, or tries once: its one call failed,
 			// and that is its answer (a try-once never waits for a retry).
 			if r.ambiguous {
-				m.undo(now, r.Field, 1, sent.Add(r.Lease))
+				m.undo(now, r.Field, 1, m.undoHorizon(sent, r))
 			}
 			err := r.endErr
 			if !r.ending {
@@ -337,7 +337,7 @@ func (m *Machine) attemptReply(now time.Time, msg Msg, res AcquireResult) {
 				err = ErrWaitTimeout
 			}
 			if r.ambiguous {
-				m.undoFor(now, r, now.Add(m.cfg.WaiterTimeout))
+				m.undoFor(now, r, m.undoHorizon(now, r))
 			}
 			m.removeWaiting(r)
 			m.finish(r, err)

@@ -791,3 +791,64 @@ func TestTryOnceReentryGivenUpInFlightEndsWithItsCall(t *testing.T) {
 		t.Fatalf("lost %d with %v, want request 1 released", l.ID, l.Err)
 	}
 }
+
+// TestFairUndoOutlastsTheLeaseWhileThePlaceLives: a fair waiter whose lease
+// is shorter than WaiterTimeout gives up while Redis cannot be reached. Its
+// place in Redis's queue lives WaiterTimeout from its last place call, so
+// the undo is repeated that long, not only for the lease: an undo that
+// stopped early left the place, with its old turn, to the next request of
+// the field, and a grant made to it went to that client ahead of the other
+// clients' waiters (TestFairLockProperties, seed 10767946117536888175).
+func TestFairUndoOutlastsTheLeaseWhileThePlaceLives(t *testing.T) {
+	d := newDriver(t)
+	const short = 300 * time.Millisecond
+	d.m.cfg.WaiterTimeout = 3 * time.Second
+	fair := func(id ReqID) Msg {
+		return Msg{Kind: MsgEnqueue, Req: Request{ID: id, Field: "c:i:x", Lease: short, Watchdog: true, Wait: -1, Kind: Fair}}
+	}
+	undoOf := func(effs []Effect) *Effect {
+		for i, e := range effs {
+			if e.Kind == EffCall && e.Call.Script == scripts.FairReleaseScript && e.Call.Args[0] == "c:i:x" {
+				return &effs[i]
+			}
+		}
+		return nil
+	}
+	var acq Effect
+	for _, e := range d.step(fair(1)) {
+		if e.Kind == EffCall && e.Call.Script == scripts.FairAcquireScript {
+			acq = e
+		}
+	}
+	if acq.Kind == 0 {
+		t.Fatal("no attempt of the head")
+	}
+	d.step(held(acq.Op, time.Second)) // placed in Redis's queue at t0
+	undo := undoOf(d.step(Msg{Kind: MsgCancel, ID: 1, Err: errors.New("gave up")}))
+	if undo == nil {
+		t.Fatal("no undo of the place")
+	}
+	sent := 0
+	for undo != nil {
+		sent++
+		d.now = d.now.Add(200 * time.Millisecond) // the call times out
+		var retry *Effect
+		effs := d.step(Msg{Kind: MsgReply, Op: undo.Op, Fault: Ambiguous, Err: errors.New("timeout")})
+		for i, e := range effs {
+			if e.Kind == EffSchedule && e.Timer.Kind == TimerOpRetry {
+				retry = &effs[i]
+			}
+		}
+		if retry == nil {
+			break
+		}
+		d.now = retry.At
+		undo = undoOf(d.step(Msg{Kind: MsgTimer, Timer: retry.Timer}))
+	}
+	if last := d.now.Sub(t0); last < d.m.cfg.WaiterTimeout-time.Second {
+		t.Fatalf("the undo stopped %v after the place was taken (%d calls), while the place lives %v", last, sent, d.m.cfg.WaiterTimeout)
+	}
+	if last := d.now.Sub(t0); last > d.m.cfg.WaiterTimeout+time.Second {
+		t.Fatalf("the undo went on %v after the place was taken (%d calls), past its WaiterTimeout %v", last, sent, d.m.cfg.WaiterTimeout)
+	}
+}

@@ -113,7 +113,7 @@ func (m *Machine) placeSettled(now time.Time, r *request, msg Msg, res AcquireRe
 	r.placeOp = 0
 	if r.ending {
 		m.removeWaiting(r)
-		m.undoFor(now, r, now.Add(m.cfg.WaiterTimeout))
+		m.undoFor(now, r, m.undoHorizon(now, r))
 		m.finish(r, r.endErr)
 		return
 	}
@@ -238,6 +238,22 @@ func (m *Machine) settleStrays(now time.Time, op uint64) {
 			m.undo(now, field, 1, now.Add(m.cfg.WaiterTimeout))
 		}
 	}
+}
+
+// undoHorizon is how long an undo of what request r may have left in Redis
+// keeps trying, from when its last call was sent: a grant lasts its lease,
+// and a place in Redis's queue WaiterTimeout from its last place or
+// keep-alive, while nobody keeps it alive (a grant Redis made to the place
+// waits for its confirmation as long). An undo that stopped before the place
+// lapsed would leave the place to the next request of its owner field,
+// which takes it over with its old turn, and a grant made to it, ahead of
+// the waiters of other clients queued behind.
+func (m *Machine) undoHorizon(from time.Time, r *request) time.Time {
+	d := r.Lease
+	if m.queues(r) {
+		d = max(d, m.cfg.WaiterTimeout)
+	}
+	return from.Add(d)
 }
 
 // undoFor undoes what the pending request r, which gives up, may have left

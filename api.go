@@ -33,6 +33,8 @@ type Client struct {
 	// nil on a Client without its own Redis client (the simulator's).
 	elections *electionHub
 	nextID    atomic.Uint64
+	// watches watches the contexts of the Client's Locks (ctxwatch.go).
+	watches ctxWatches
 
 	closeOnce sync.Once
 	closeErr  error
@@ -148,6 +150,7 @@ func (c *Client) Close() error {
 	}
 	c.closeOnce.Do(func() {
 		c.closeErr = c.eng.Close(context.Background())
+		c.watches.close()
 		for _, fn := range c.closers {
 			fn()
 		}
@@ -212,12 +215,7 @@ func (c *Client) requestValue(ctx context.Context, name string, kind *lockactor.
 	if ctx.Done() == nil {
 		return l // a context that never ends needs no watching
 	}
-	// The watcher captures l rather than its Ref (a smaller closure: a
-	// client may hold a hundred thousand Locks); l.ref is not written again.
-	stop := context.AfterFunc(ctx, func() {
-		l.ref.Send(lockactor.MsgCancel, fmt.Errorf("holdfast: lock context ended: %w", ctx.Err()))
-	})
-	l.setStop(stop)
+	c.watches.add(ctx, l)
 	return l
 }
 
@@ -358,6 +356,10 @@ type Lock struct {
 	relAnswered bool
 	// held: the Lock was granted (the actor's, for obs).
 	held bool
+	// wslot is the slot of the Lock in its Client's context watchers
+	// (ctxwatch.go) plus one, 0 when not watched; written under
+	// c.watches.mu and mu, read under either.
+	wslot int32
 	// x is what only some Locks need, made when first needed: a Lock held
 	// quietly has none (a client may hold a hundred thousand; see
 	// docs/architecture.md, "Memory per hold").
@@ -365,13 +367,14 @@ type Lock struct {
 }
 
 // lockExtra is the part of a Lock made when first needed: its end's cause
-// (but ErrReleased), the answer to its Release (but nil), its context
-// watcher, a LockAll's tokens, and an owner field the Client cannot build
-// again from the request's ID (ownerField).
+// (but ErrReleased), the answer to its Release (but nil), a composite's
+// context watcher (a Client's Locks share theirs, ctxwatch.go), a LockAll's
+// tokens, and an owner field the Client cannot build again from the
+// request's ID (ownerField).
 type lockExtra struct {
 	err    error
 	relErr error
-	stop   func() bool // stops the context watcher
+	stop   func() bool // stops a composite's context watcher
 	tokens *[]uint64   // a LockAll's, set before Acquired closes
 	field  string
 }
@@ -586,6 +589,7 @@ func (l *Lock) end(err error) {
 	if l.x != nil {
 		stop, l.x.stop = l.x.stop, nil
 	}
+	watched := l.wslot != 0
 	if err == ErrReleased {
 		l.released = true
 	} else {
@@ -594,6 +598,9 @@ func (l *Lock) end(err error) {
 	l.mu.Unlock()
 	if stop != nil {
 		stop()
+	}
+	if watched {
+		l.c.watches.leave(l)
 	}
 	close(l.lost())
 }

@@ -26,10 +26,21 @@ func BenchmarkUncontended64Redisson(b *testing.B) {
 	benchUncontended64(b, holdfast.Config{Layout: holdfast.LayoutRedisson})
 }
 
+// BenchmarkUncontended64Ctx is the same cycle under a context that can
+// end, as a request's or a worker's: each Lock is watched (ctxwatch.go).
+func BenchmarkUncontended64Ctx(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchUncontended64Under(b, ctx, holdfast.Config{})
+}
+
 func benchUncontended64(b *testing.B, cfg holdfast.Config) {
+	benchUncontended64Under(b, context.Background(), cfg)
+}
+
+func benchUncontended64Under(b *testing.B, ctx context.Context, cfg holdfast.Config) {
 	srv := redistest.Start(b)
 	c := newClient(b, srv, cfg)
-	ctx := context.Background()
 	var next atomic.Int64
 	srv.Do(b, "CONFIG", "RESETSTAT")
 	redisCPU0, clientCPU0 := redisCPU(b, srv), processCPU(b)

@@ -9,8 +9,7 @@ import (
 // BenchmarkMachineCycle: one uncontended cycle of the machine alone (enqueue,
 // grant, release, released), stepped as the actor runtime steps it.
 func BenchmarkMachineCycle(b *testing.B) {
-	t := &testing.T{}
-	d := newDriver(t)
+	d := newDriver(b)
 	buf := make([]Effect, 0, 16)
 	op := func(effs []Effect, script *scripts.Script) uint64 {
 		for _, e := range effs {

@@ -15,12 +15,12 @@ const lease = 30 * time.Second
 
 // driver feeds a machine and keeps what it emitted.
 type driver struct {
-	t   *testing.T
+	t   testing.TB
 	m   *Machine
 	now time.Time
 }
 
-func newDriver(t *testing.T) *driver {
+func newDriver(t testing.TB) *driver {
 	return &driver{t: t, m: New("n", Config{Slack: 10 * time.Millisecond}), now: t0}
 }
 

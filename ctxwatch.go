@@ -105,7 +105,6 @@ func (ws *ctxWatches) release(l *Lock) {
 
 // fire cancels the Locks of w, whose context ended.
 func (ws *ctxWatches) fire(w *ctxWatch, ctx context.Context) {
-	err := fmt.Errorf("holdfast: lock context ended: %w", ctx.Err())
 	ws.mu.Lock()
 	if ws.closed {
 		ws.mu.Unlock()
@@ -118,6 +117,10 @@ func (ws *ctxWatches) fire(w *ctxWatch, ctx context.Context) {
 		ws.release(l)
 	}
 	ws.mu.Unlock()
+	if len(locks) == 0 {
+		return // an idle watcher's context
+	}
+	err := fmt.Errorf("holdfast: lock context ended: %w", ctx.Err())
 	for _, l := range locks {
 		l.ref.Send(lockactor.MsgCancel, err)
 	}

@@ -39,9 +39,11 @@ type watchSlot struct {
 	pos int
 }
 
-// ctxWatch is the watcher of one context and the Locks it ends.
+// ctxWatch is the watcher of one context and the Locks it ends. Its fire
+// method is the context's AfterFunc (a closure of one pointer).
 type ctxWatch struct {
-	done  <-chan struct{}
+	ws    *ctxWatches
+	ctx   context.Context // its Done is the key in byDone
 	stop  func() bool
 	locks []*Lock
 	idle  bool // in ctxWatches.idle
@@ -73,11 +75,11 @@ func (ws *ctxWatches) add(ctx context.Context, l *Lock) {
 		if ws.byDone == nil {
 			ws.byDone = make(map[<-chan struct{}]*ctxWatch)
 		}
-		w = &ctxWatch{done: done}
+		w = &ctxWatch{ws: ws, ctx: ctx}
 		ws.byDone[done] = w
 		// A context that has ended already runs fire on its own goroutine,
 		// which waits for mu.
-		w.stop = context.AfterFunc(ctx, func() { ws.fire(w, ctx) })
+		w.stop = context.AfterFunc(ctx, w.fire)
 	case w.idle:
 		ws.unidle(w)
 	}
@@ -104,7 +106,8 @@ func (ws *ctxWatches) release(l *Lock) {
 }
 
 // fire cancels the Locks of w, whose context ended.
-func (ws *ctxWatches) fire(w *ctxWatch, ctx context.Context) {
+func (w *ctxWatch) fire() {
+	ws := w.ws
 	ws.mu.Lock()
 	if ws.closed {
 		ws.mu.Unlock()
@@ -120,7 +123,7 @@ func (ws *ctxWatches) fire(w *ctxWatch, ctx context.Context) {
 	if len(locks) == 0 {
 		return // an idle watcher's context
 	}
-	err := fmt.Errorf("holdfast: lock context ended: %w", ctx.Err())
+	err := fmt.Errorf("holdfast: lock context ended: %w", w.ctx.Err())
 	for _, l := range locks {
 		l.ref.Send(lockactor.MsgCancel, err)
 	}
@@ -168,7 +171,7 @@ func (ws *ctxWatches) drop(w *ctxWatch) {
 	}
 	if !w.gone {
 		w.gone = true
-		delete(ws.byDone, w.done)
+		delete(ws.byDone, w.ctx.Done()) // the same channel at every call
 	}
 }
 

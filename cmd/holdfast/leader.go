@@ -31,7 +31,9 @@ Options (before or after NAME):
                 leader; nobody, once a leader resigns or its lease runs out), until
                 interrupted (SIGINT, SIGTERM: exit 0). A leader is never followed
                 by an older one; changes closer together than a round trip may be
-                merged into the latest one.
+                merged into the latest one. While Redis cannot be read (it reads it
+                every 2s), the watch says so once on stderr, and again when Redis
+                answers; it goes on watching.
 
 Output lines: "VALUE (term N)", or "nobody leads". A name in use as another kind
 of lock is an error (exit 1).
@@ -45,7 +47,15 @@ type leaderLine struct {
 	Term    uint64 `json:"term"`
 }
 
-func leaderMain(args []string, stdout, _ io.Writer) (int, error) {
+// The watch's health read: how often it reads Redis beside the
+// observation (which is silent while Redis is unreachable), and how long
+// it waits for an answer.
+const (
+	leaderProbeEvery   = 2 * time.Second
+	leaderProbeTimeout = 2 * time.Second
+)
+
+func leaderMain(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("leader")
 	addr := fs.String("redis", "", "")
 	asJSON := fs.Bool("json", false, "")
@@ -103,8 +113,34 @@ func leaderMain(args []string, stdout, _ io.Writer) (int, error) {
 	// least as new as now: print it, and then only what differs.
 	var last holdfast.Leader
 	printed := false
+	probes := time.NewTicker(leaderProbeEvery)
+	defer probes.Stop()
+	// probed carries the answer of the one health read in flight, whose
+	// goroutine ends within leaderProbeTimeout (or at wctx's end).
+	probed := make(chan error, 1)
+	probing, down := false, false
 	for {
 		select {
+		case <-probes.C:
+			if !probing {
+				probing = true
+				go func() {
+					ctx, cancel := context.WithTimeout(wctx, leaderProbeTimeout)
+					defer cancel()
+					_, err := c.Leader(ctx, name)
+					probed <- err
+				}()
+			}
+		case err := <-probed:
+			probing = false
+			switch {
+			case err != nil && !down:
+				down = true
+				fmt.Fprintf(stderr, "holdfast leader: cannot read %q from Redis (%v); still watching\n", name, err)
+			case err == nil && down:
+				down = false
+				fmt.Fprintf(stderr, "holdfast leader: Redis answers again; watching %q\n", name)
+			}
 		case l, ok := <-states:
 			if !ok {
 				return exitFailure, errors.New("leader: the observation ended")

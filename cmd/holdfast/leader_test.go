@@ -194,6 +194,73 @@ func TestLeaderWatchPlain(t *testing.T) {
 	}
 }
 
+// TestLeaderWatchSaysWhenRedisIsUnreachable: a watch whose Redis goes away
+// says so on stderr, once, goes on watching, and says when Redis answers
+// again; the states it prints on stdout are unchanged.
+func TestLeaderWatchSaysWhenRedisIsUnreachable(t *testing.T) {
+	srv := redistest.Start(t)
+	cmd := holdfastCmd("leader", "--watch", "--redis", srv.Addr, "quiet")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errPipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	sc := bufio.NewScanner(out)
+	if !sc.Scan() || sc.Text() != "nobody leads" {
+		t.Fatalf("first line %q, want nobody leads", sc.Text())
+	}
+	stderr := make(chan string, 16) // closer: the reader below
+	go func() {
+		defer close(stderr)
+		sc := bufio.NewScanner(errPipe)
+		for sc.Scan() {
+			stderr <- sc.Text()
+		}
+	}()
+	next := func(what string) string {
+		t.Helper()
+		select {
+		case line := <-stderr:
+			return line
+		case <-time.After(15 * time.Second):
+			t.Fatalf("no stderr line for %s", what)
+		}
+		panic("unreachable")
+	}
+	select {
+	case line := <-stderr:
+		t.Fatalf("stderr while Redis answers: %q", line)
+	case <-time.After(3 * time.Second): // more than one health read
+	}
+	srv.Kill()
+	if line := next("Redis gone"); !strings.Contains(line, `cannot read "quiet" from Redis`) {
+		t.Fatalf("stderr %q, want that Redis cannot be read", line)
+	}
+	select {
+	case line := <-stderr:
+		t.Fatalf("a second line while Redis is away: %q", line)
+	case <-time.After(3 * time.Second):
+	}
+	srv.Restart()
+	if line := next("Redis back"); !strings.Contains(line, "Redis answers again") {
+		t.Fatalf("stderr %q, want that Redis answers again", line)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if sc.Scan() {
+		t.Fatalf("more output on stdout: %q", sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("watch ended with %v after SIGTERM, want exit 0", err)
+	}
+}
+
 // TestExecElect: candidates run their commands one at a time, each with
 // its term (rising) as HOLDFAST_TOKEN, and leader shows who runs.
 func TestExecElect(t *testing.T) {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -170,21 +172,34 @@ func TestLeaderWatch(t *testing.T) {
 	}
 }
 
-func TestLeaderWatchPlain(t *testing.T) {
-	srv := redistest.Start(t)
+// startQuietWatch starts `holdfast leader --watch` of an election nobody
+// leads and reads its first line; it returns the command, its stdout
+// scanner and its stderr. The command is killed when the test ends.
+func startQuietWatch(t *testing.T, srv *redistest.Server) (*exec.Cmd, *bufio.Scanner, io.Reader) {
+	t.Helper()
 	cmd := holdfastCmd("leader", "--watch", "--redis", srv.Addr, "quiet")
 	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	errPipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer cmd.Process.Kill()
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	sc := bufio.NewScanner(out)
 	if !sc.Scan() || sc.Text() != "nobody leads" {
 		t.Fatalf("first line %q, want nobody leads", sc.Text())
 	}
+	return cmd, sc, errPipe
+}
+
+func TestLeaderWatchPlain(t *testing.T) {
+	srv := redistest.Start(t)
+	cmd, sc, _ := startQuietWatch(t, srv)
 	cmd.Process.Signal(syscall.SIGINT)
 	if sc.Scan() {
 		t.Fatalf("more output: %q", sc.Text())
@@ -199,23 +214,7 @@ func TestLeaderWatchPlain(t *testing.T) {
 // again; the states it prints on stdout are unchanged.
 func TestLeaderWatchSaysWhenRedisIsUnreachable(t *testing.T) {
 	srv := redistest.Start(t)
-	cmd := holdfastCmd("leader", "--watch", "--redis", srv.Addr, "quiet")
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errPipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	sc := bufio.NewScanner(out)
-	if !sc.Scan() || sc.Text() != "nobody leads" {
-		t.Fatalf("first line %q, want nobody leads", sc.Text())
-	}
+	cmd, sc, errPipe := startQuietWatch(t, srv)
 	stderr := make(chan string, 16) // closer: the reader below
 	go func() {
 		defer close(stderr)

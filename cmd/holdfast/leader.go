@@ -49,10 +49,12 @@ type leaderLine struct {
 
 // The watch's health read: how often it reads Redis beside the
 // observation (which is silent while Redis is unreachable), and how long
-// it waits for an answer.
+// it waits for an answer: long enough that a busy but live Redis is not
+// reported unreachable (a server that is down refuses at once). One read
+// is in flight at a time.
 const (
 	leaderProbeEvery   = 2 * time.Second
-	leaderProbeTimeout = 2 * time.Second
+	leaderProbeTimeout = 5 * time.Second
 )
 
 func leaderMain(args []string, stdout, stderr io.Writer) (int, error) {

@@ -177,7 +177,11 @@ func TestClusterSyncRenewalsPerNode(t *testing.T) {
 	var order []uint16
 	for i := 0; i < 60; i++ {
 		key := scripts.LockKey(fmt.Sprintf("sync-renew:%d", i))
-		c.Owner(actor.Slot(key)).MustDo("SET", key, scripts.Hold{Field: "f", Count: 1, Token: 1}.String())
+		// A lease shorter than every renewal's below, so each renewal
+		// writes (PEXPIRE GT) and is replicated: a renewal that changes
+		// nothing propagates nothing, and its WAIT would count the acks of
+		// older writes, frozen replica or not.
+		c.Owner(actor.Slot(key)).MustDo("SET", key, scripts.Hold{Field: "f", Count: 1, Token: 1}.String(), "PX", "60000")
 		g := group(key)
 		if _, ok := byGroup[g]; !ok {
 			order = append(order, g)
@@ -187,7 +191,7 @@ func TestClusterSyncRenewalsPerNode(t *testing.T) {
 	if len(order) != len(c.Masters) {
 		t.Fatalf("%d renewal groups for %d masters", len(order), len(c.Masters))
 	}
-	calls := func(extra string) []scripts.Call {
+	calls := func(extra, lease string) []scripts.Call {
 		var out []scripts.Call
 		for _, g := range order {
 			call := scripts.Call{Script: scripts.RenewScript}
@@ -197,7 +201,7 @@ func TestClusterSyncRenewalsPerNode(t *testing.T) {
 			}
 			for _, k := range keys {
 				call.Keys = append(call.Keys, k)
-				call.Args = append(call.Args, "f", "600000")
+				call.Args = append(call.Args, "f", lease)
 			}
 			out = append(out, call)
 		}
@@ -222,13 +226,19 @@ func TestClusterSyncRenewalsPerNode(t *testing.T) {
 		}
 	}
 
-	renew(calls("")) // loads the script on every master
+	renew(calls("", "600000")) // loads the script on every master
 	for _, n := range c.Masters {
 		n.MustDo("CONFIG", "RESETSTAT")
 	}
-	out, errs := renew(calls(""))
+	out, errs := renew(calls("", "600001"))
 	for j := range out {
 		allRenewed(fmt.Sprintf("call %d", j), out[j], errs[j])
+	}
+	for _, g := range order {
+		key := byGroup[g][0]
+		if ttl, _ := c.Owner(actor.Slot(key)).MustDo("PTTL", key).AsInt64(); ttl <= 60_000 {
+			t.Fatalf("%s: PTTL %dms after its renewal: the renewal did not write", key, ttl)
+		}
 	}
 	for _, n := range c.Masters {
 		if got := scriptCalls(t, n.Do); got != 1 {
@@ -241,7 +251,7 @@ func TestClusterSyncRenewalsPerNode(t *testing.T) {
 	last := byGroup[order[len(order)-1]]
 	stray := last[len(last)-1]
 	c.Owner(actor.Slot(stray)).MustDo("PEXPIRE", stray, "1000")
-	out, errs = renew(calls(stray))
+	out, errs = renew(calls(stray, "600002"))
 	for j := range out {
 		allRenewed(fmt.Sprintf("call %d with a stray key", j), out[j], errs[j])
 	}
@@ -253,7 +263,9 @@ func TestClusterSyncRenewalsPerNode(t *testing.T) {
 	frozen := c.ReplicasOf(first)[0]
 	frozen.Stop()
 	t.Cleanup(frozen.Continue)
-	out, errs = renew(calls(""))
+	// A lease longer than the last renewal's: the call writes on the
+	// master, which the frozen replica cannot acknowledge.
+	out, errs = renew(calls("", "700000"))
 	if !errors.Is(errs[0], holdfast.ErrReplicaSync) {
 		t.Errorf("renewal on the master of the frozen replica: %v, %v; want ErrReplicaSync", out[0], errs[0])
 	}

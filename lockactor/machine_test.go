@@ -25,7 +25,9 @@ func newDriver(t testing.TB) *driver {
 }
 
 func (d *driver) step(msg Msg) []Effect {
-	return append([]Effect(nil), d.m.Step(d.now, msg)...)
+	effs := append([]Effect(nil), d.m.Step(d.now, msg)...)
+	checkSparesUnreachable(d.t, d.m)
+	return effs
 }
 
 func (d *driver) enqueue(id ReqID, field string, wait time.Duration) []Effect {

@@ -94,7 +94,7 @@ type Config struct {
 type Layout int
 
 const (
-	// LayoutHoldfast: holdfast's own keys (README, "Redis layout").
+	// LayoutHoldfast: holdfast's own keys (docs/operations.md, "Redis layout").
 	LayoutHoldfast Layout = iota
 	// LayoutRedisson: Redisson's RLock/RFencedLock and RReadWriteLock keys,
 	// fields, channels and messages: Lock and ReadLock/WriteLock (and the
@@ -223,7 +223,7 @@ func newInstance() string {
 }
 
 // DefaultWaiterTimeout is Config.WaiterTimeout's default.
-const DefaultWaiterTimeout = lockactor.DefaultWaiterTimeout
+const DefaultWaiterTimeout = 5 * time.Second
 
 // machine is the lock state machines' configuration.
 func (c *Config) machine() lockactor.Config {

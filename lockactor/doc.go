@@ -5,7 +5,10 @@
 // a script's reply, a timer, a wake-up) and answers with the Effects the
 // runtime must carry out, in order. Package actor runs machines on
 // protoactor-go and rueidis; package sim runs the same machines on a
-// deterministic scheduler over simulated Redis nodes.
+// deterministic scheduler over simulated Redis nodes. It is holdfast's
+// machinery, importable only because the module keeps its packages at the
+// top level: it has no compatibility promise and may change in any release.
+// Use package holdfast.
 //
 // # The kernel
 //

@@ -80,7 +80,7 @@
 // may hold in Redis, and learns that first), and a reader of an owner
 // holding the write lock, which Redis grants whatever waits. A writer that
 // stood behind a reader would wait for as long as other clients kept a
-// writer waiting, since their claims hold that reader back (issue 39). The
+// writer waiting, since their claims hold that reader back. The
 // property tests check this bound after every step (checkWriterWait).
 //
 // # Concurrency

@@ -15,7 +15,7 @@ import (
 	"github.com/holdfast/holdfast/internal/redistest"
 )
 
-// aclRules are the rights holdfast needs, as README states them: the lock
+// aclRules are the rights holdfast needs, as docs/operations.md states them: the lock
 // scripts and the commands they run, on holdfast's keys and channels, plus
 // pub/sub, SCAN (Client.Names), GET (Inspect's fence) and the connection
 // handshake.
@@ -23,15 +23,15 @@ const aclRules = "resetkeys ~holdfast:* resetchannels &holdfast:* -@all " +
 	"+evalsha +eval +exists +get +set +del +hget +hmget +hset +hincrby +hdel +hexists +hlen +hgetall +incr +pexpire +pttl +time +publish " +
 	"+subscribe +unsubscribe +scan +ping +hello +client|tracking"
 
-// TestREADMEStatesTheACLRules keeps the documented ACL line and the one the
+// TestDocsStateTheACLRules keeps the documented ACL line and the one the
 // tests run as the same.
-func TestREADMEStatesTheACLRules(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
+func TestDocsStateTheACLRules(t *testing.T) {
+	doc, err := os.ReadFile("docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(readme), "ACL SETUSER holdfast on >PASSWORD "+aclRules+"\n") {
-		t.Fatalf("README.md does not state the ACL rules the tests use:\nACL SETUSER holdfast on >PASSWORD %s", aclRules)
+	if !strings.Contains(string(doc), "ACL SETUSER holdfast on >PASSWORD "+aclRules+"\n") {
+		t.Fatalf("docs/operations.md does not state the ACL rules the tests use:\nACL SETUSER holdfast on >PASSWORD %s", aclRules)
 	}
 }
 

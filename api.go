@@ -289,7 +289,7 @@ func (c *Client) layoutKind(kind *lockactor.Kind) (*lockactor.Kind, error) {
 	case lockactor.ReadWrite:
 		return lockactor.RedissonRW, nil
 	}
-	return nil, fmt.Errorf("%w: %s under the Redisson layout (Redisson's keys for it differ; see README, Sharing locks with Java)", ErrNotSupported, kind.Name)
+	return nil, fmt.Errorf("%w: %s under the Redisson layout (Redisson's keys for it differ; see docs/redisson.md)", ErrNotSupported, kind.Name)
 }
 
 func (c *Client) check(ctx context.Context, name string, o lockOptions) error {

@@ -38,7 +38,7 @@ func (cc countedConn) Write(p []byte) (int, error) {
 // TestConcurrentCallsGoOutTogether: the script calls of many goroutines
 // cycling locks at once leave in batches — several EVALSHAs per write to
 // the connection — not one write per call (rueidis alone wrote about 1.1
-// per write for the actors' calls, issue 17), and survive the server
+// per write for the actors' calls), and survive the server
 // forgetting the scripts between two rounds.
 func TestConcurrentCallsGoOutTogether(t *testing.T) {
 	srv := redistest.Start(t)

@@ -12,7 +12,7 @@ import (
 )
 
 // Real-Redis tests of how long a composite's Release and a RedLock's round
-// may take when a node is dead or silent (issue 39): neither waits for a
+// may take when a node is dead or silent: neither waits for a
 // lease.
 
 // TestRedLockReleaseWithNodeKilled: a RedLock is held on three nodes; one

@@ -33,7 +33,7 @@ func globalOrder(targets []Target) []int {
 func quorum(n int) int { return n/2 + 1 }
 
 // redlockValidity is Redlock's validity bound: the lease counted from before
-// the first request was sent, less the drift allowance (DESIGN.md rule 1).
+// the first request was sent, less the drift allowance (lease/100 + 2ms).
 // Every part's own deadline counts from its own send, which is never earlier,
 // so quorumDeadline over the parts' deadlines is never earlier than this.
 func redlockValidity(firstSend time.Time, lease time.Duration) time.Time {

@@ -67,7 +67,7 @@ type Config struct {
 	// as they are. It keeps a hold through a failover to an acknowledging
 	// replica; it also turns local handoff off. Default 0: no WAIT (a
 	// failover can lose a hold's key; the holder then learns it through
-	// Lost). See README "Deployments".
+	// Lost). See docs/deployments.md.
 	SyncReplicas int
 	// SyncTimeout bounds each WAIT of SyncReplicas. Default 1s.
 	SyncTimeout time.Duration
@@ -78,15 +78,15 @@ type Config struct {
 	// WaiterTimeout passes to the next waiter. Default 5s; at least
 	// MinLease.
 	WaiterTimeout time.Duration
-	// MeterProvider receives the Client's metrics (see README, "Logs and metrics"):
+	// MeterProvider receives the Client's metrics (see docs/operations.md):
 	// acquisitions by outcome, wait and hold times, renewals, lost holds,
 	// held and waiting Locks, Redis call latency. Default: none recorded.
 	MeterProvider metric.MeterProvider
 	// Layout is the Redis layout and protocol the Client speaks: holdfast's
 	// own (LayoutHoldfast, the default) or Redisson's (LayoutRedisson), so
 	// that Go and Java processes lock the same names. Every Client of a
-	// name, in any language, must speak the same layout. See README,
-	// "Sharing locks with Java (Redisson)".
+	// name, in any language, must speak the same layout. See
+	// docs/redisson.md.
 	Layout Layout
 }
 
@@ -94,7 +94,7 @@ type Config struct {
 type Layout int
 
 const (
-	// LayoutHoldfast: holdfast's own keys (README, "Redis layout").
+	// LayoutHoldfast: holdfast's own keys (docs/operations.md, "Redis layout").
 	LayoutHoldfast Layout = iota
 	// LayoutRedisson: Redisson's RLock/RFencedLock and RReadWriteLock keys,
 	// fields, channels and messages: Lock and ReadLock/WriteLock (and the
@@ -143,7 +143,7 @@ const (
 	// outnumbering the CPUs. Two ticks cover the first; no slack a 50ms
 	// lease can afford covers the second, which is why a holder checks
 	// Deadline() before acting and the resource checks fencing tokens (see
-	// README, Safety).
+	// docs/guarantees.md).
 	deadlineSlack = 2 * wheelTick
 )
 
@@ -223,7 +223,7 @@ func newInstance() string {
 }
 
 // DefaultWaiterTimeout is Config.WaiterTimeout's default.
-const DefaultWaiterTimeout = lockactor.DefaultWaiterTimeout
+const DefaultWaiterTimeout = 5 * time.Second
 
 // machine is the lock state machines' configuration.
 func (c *Config) machine() lockactor.Config {

@@ -13,12 +13,12 @@ import (
 )
 
 // KindElection is Info.Kind of a name in use as an election (Elect).
-const KindElection = scripts.ElectionKind
+const KindElection = "election"
 
 // MaxValueLen is the longest value Elect accepts, in bytes: a value is
 // meant for an address or a host name, and travels with every change of
 // leader.
-const MaxValueLen = scripts.MaxValueLen
+const MaxValueLen = 4096
 
 // Elect campaigns for the leadership of name, announcing value (an address,
 // a host name) to observers. It returns at once with the same *Lock as Lock:

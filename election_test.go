@@ -479,7 +479,7 @@ func TestElectReentryAndContext(t *testing.T) {
 
 // TestElectWithExactlyTheACLRules: campaigning, the watchdog's renewal,
 // observing, Leader, Inspect, ForceUnlock, handover and resignation run as
-// a user with exactly README's rights (the election needs no new one).
+// a user with exactly the documented rights (the election needs no new one).
 func TestElectWithExactlyTheACLRules(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()

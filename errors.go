@@ -46,7 +46,7 @@ var (
 	// ErrRedis: Redis refused a call in a way that retrying cannot fix — an
 	// ACL denial (NOPERM), an unknown command, WRONGTYPE on a lock key, a
 	// script error, NOAUTH. The Lock ends at once; the error wraps the
-	// server's reply. See README's ACL rules.
+	// server's reply. See the ACL rules in docs/operations.md.
 	ErrRedis = lockactor.ErrRedis
 	// ErrReplicaSync: with Config.SyncReplicas, fewer replicas than asked
 	// acknowledged the grant within Config.SyncTimeout. The grant was undone

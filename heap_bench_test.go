@@ -12,7 +12,7 @@ import (
 	"github.com/holdfast/holdfast/internal/redistest"
 )
 
-// BenchmarkHeapPerClient is issue 17's heap per Client: the live heap that
+// BenchmarkHeapPerClient is the heap per Client: the live heap that
 // each of 20 Clients adds, on one shared rueidis client (the Config.Redis a
 // program passes to all of them), each after one lock cycle so that what a
 // working Client sets up lazily is counted. What the process sets up once
@@ -62,7 +62,7 @@ func BenchmarkHeapPerClient(b *testing.B) {
 	b.ReportMetric(total/float64(b.N*n), "heap-B/client")
 }
 
-// BenchmarkHeapPerHeldLock is issue 17's heap per held lock: 10,000 locks
+// BenchmarkHeapPerHeldLock is the heap per held lock: 10,000 locks
 // held at once by one Client, each with the watchdog renewing it, and the
 // live heap they add once held a while: past the idle linger, when a quiet
 // hold sleeps as a record (actor.DefaultIdleTimeout). (bench/ holds
@@ -157,7 +157,7 @@ func settle() {
 	runtime.GC()
 }
 
-// BenchmarkHeapPerQuietHold is issue 41's heap per quiet hold: 100,000
+// BenchmarkHeapPerQuietHold is the heap per quiet hold: 100,000
 // locks held at once by one Client with the watchdog, asleep as records
 // (past the idle linger) and renewing — WatchdogTimeout 9 s, so the
 // records renew every 3 s and the cost is read after a round of renewals

@@ -391,7 +391,7 @@ func ttlOf(pttl int64) time.Duration {
 
 // readFence reads name's fence: its slot's counter (see scripts/fence.lua),
 // as the scripts' fence_peek does — at least every token the name was given.
-// GET is among the commands README's ACL rules grant.
+// GET is among the commands the documented ACL rules grant.
 func readFence(ctx context.Context, rdb rueidis.Client, name string) (uint64, error) {
 	s, err := rdb.Do(ctx, rdb.B().Get().Key(scripts.FenceKey(name)).Build()).ToString()
 	if rueidis.IsRedisNil(err) {

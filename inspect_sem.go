@@ -6,12 +6,11 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/holdfast/holdfast/lockactor"
 	"github.com/holdfast/holdfast/scripts"
 )
 
 // KindSemaphore is Info.Kind of a name in use as a semaphore (Semaphore).
-const KindSemaphore = lockactor.SemaphoreName
+const KindSemaphore = "semaphore"
 
 var (
 	semInspectScript      = rueidis.NewLuaScript(scripts.SemInspect)

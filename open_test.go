@@ -71,7 +71,7 @@ func TestOpenOwnsItsRedisClient(t *testing.T) {
 	}
 }
 
-// Open logs in as an ACL user with exactly README's rights (client-side
+// Open logs in as an ACL user with exactly the documented rights (client-side
 // caching is off, so it needs no CLIENT TRACKING), and no error of a
 // refused login shows the password.
 func TestOpenACLUser(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/holdfast/holdfast/internal/redistest"
 )
 
-// BenchmarkUncontended64 is issue 17's uncontended cycle: 64 goroutines on
+// BenchmarkUncontended64 is the uncontended cycle: 64 goroutines on
 // one Client, each acquiring and releasing its own name. Besides ns/op and
 // allocs/op it reports Redis' work per cycle from INFO commandstats: every
 // command scripts ran (cmds/op) and the EVALSHA calls (evalsha/op).

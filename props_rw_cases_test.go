@@ -145,7 +145,7 @@ func TestRWDeadReaderExpires(t *testing.T) {
 	})
 }
 
-// TestRWWriterPassesOwnWaitingReader is issue 39's case on the simulator: client
+// TestRWWriterPassesOwnWaitingReader is the stranded-writer case on the simulator: client
 // A runs two writer loops with 10 ms holds on a name; client B asks a
 // ReadLock, which A's waiting writers hold back (writer preference), then,
 // 50 ms later, a WriteLock; each of B's holds, once granted, lasts 10 ms

@@ -17,7 +17,7 @@ import (
 // preference, TestRWWriterPreference); within its own Client the local queue
 // must do the same, and it is what this check watches: while a WriteLock
 // waits, no reader of its Client on the name that was not holding when it
-// asked is granted before it. Issue 39 met the opposite: a reader that
+// asked is granted before it. The opposite once happened: a reader that
 // another Client's waiting writer held back stood at the head of its
 // Client's queue, and the Client's own writer waited behind it for as long
 // as the other Client kept a writer waiting.

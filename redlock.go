@@ -60,7 +60,7 @@ import (
 // between two holds, the raised nodes that keep their data still overlap
 // every majority — with 3 nodes all raised, one node may lose data (restart
 // without persistence, failover that loses writes); more loss can make
-// tokens go backwards. See the README for what RedLock does and does not
+// tokens go backwards. See docs/locks.md for what RedLock does and does not
 // protect against.
 func RedLock(ctx context.Context, clients []*Client, name string, opts ...Option) *Lock {
 	targets := make([]Target, len(clients))

@@ -11,7 +11,7 @@ import (
 	"github.com/holdfast/holdfast/internal/redistest"
 )
 
-// TestRWWriterNotBehindOwnReader is issue 39's case on a real redis-server:
+// TestRWWriterNotBehindOwnReader is the stranded-writer case on a real redis-server:
 // Client A runs two WriteLock loops with 10 ms holds on a name, so that one
 // of its writers always waits and its claim holds new readers back (writer
 // preference). Client B asks ReadLock, which that claim holds back, then,

@@ -3,7 +3,10 @@
 // machines' effects — script calls whose replies come back as messages,
 // timers on the hashed wheel that come back as messages, subscriptions to the
 // lock's channel, renewals through the batching watchdog, and signals to the
-// caller's Lock handles — and it passivates idle actors.
+// caller's Lock handles — and it passivates idle actors. It is holdfast's
+// machinery, importable only because the module keeps its packages at the
+// top level: it has no compatibility promise and may change in any release.
+// Use package holdfast.
 //
 // # Concurrency
 //

@@ -5,7 +5,10 @@
 // a script's reply, a timer, a wake-up) and answers with the Effects the
 // runtime must carry out, in order. Package actor runs machines on
 // protoactor-go and rueidis; package sim runs the same machines on a
-// deterministic scheduler over simulated Redis nodes.
+// deterministic scheduler over simulated Redis nodes. It is holdfast's
+// machinery, importable only because the module keeps its packages at the
+// top level: it has no compatibility promise and may change in any release.
+// Use package holdfast.
 //
 // # The kernel
 //
@@ -77,7 +80,7 @@
 // may hold in Redis, and learns that first), and a reader of an owner
 // holding the write lock, which Redis grants whatever waits. A writer that
 // stood behind a reader would wait for as long as other clients kept a
-// writer waiting, since their claims hold that reader back (issue 39). The
+// writer waiting, since their claims hold that reader back. The
 // property tests check this bound after every step (checkWriterWait).
 //
 // # Concurrency

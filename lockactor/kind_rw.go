@@ -27,7 +27,7 @@ const (
 // readers of this client that wait (Ahead), so that it never stands behind
 // a reader that another client's claim holds back — the reader would wait
 // for as long as other clients kept a writer waiting, and the writer with
-// it (issue 39). A read request of an owner that holds the write lock
+// it. A read request of an owner that holds the write lock
 // (write → read) is granted whatever waits, so it goes to the front of the
 // queue (Jump) and no writer passes it; a write request of an owner that
 // holds a read lock is refused by Redis with ErrWouldDeadlock.

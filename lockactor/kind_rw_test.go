@@ -7,9 +7,9 @@ import (
 )
 
 // The read-write lock's local queue prefers writers (ReadWrite.Ahead): a
-// writer never stands behind a reader of its client that waits, the case of
-// issue 39, where a reader held back by another client's waiting writer
-// kept its client's writer from ever trying.
+// writer never stands behind a reader of its client that waits: a reader
+// held back by another client's waiting writer would keep its client's
+// writer from ever trying.
 
 // rwDriver enqueues read-write requests of owner fields c:i:OWNER.
 type rwDriver struct{ *driver }

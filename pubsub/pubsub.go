@@ -1,6 +1,9 @@
 // Package pubsub keeps one Redis subscription per channel per process,
 // reference-counted. Lock actors listen on their lock's channel to be woken
-// when the lock is released, instead of polling.
+// when the lock is released, instead of polling. It is holdfast's machinery,
+// importable only because the module keeps its packages at the top level:
+// it has no compatibility promise and may change in any release. Use
+// package holdfast.
 //
 // The first listener of a channel makes the Manager SUBSCRIBE, the last one
 // to leave makes it UNSUBSCRIBE; listeners in between share the subscription.

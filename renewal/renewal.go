@@ -3,7 +3,9 @@
 // sends them to Redis in batches, one renew-script call per group of up to
 // MaxBatch keys that may share a call (any keys on a standalone server; on a
 // cluster, the keys one master serves, whatever their slots), instead of one
-// call per lock.
+// call per lock. It is holdfast's machinery, importable only because the
+// module keeps its packages at the top level: it has no compatibility
+// promise and may change in any release. Use package holdfast.
 //
 // # Concurrency
 //

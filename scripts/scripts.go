@@ -1,6 +1,11 @@
 // Package scripts holds holdfast's Lua scripts and its Redis key layout: the one
 // source of truth for production (run through rueidis) and for the simulator in
-// package sim (run through an embedded Lua interpreter).
+// package sim (run through an embedded Lua interpreter). The package is
+// holdfast's machinery, importable only because the module keeps its packages
+// at the top level: its Go API has no compatibility promise and may change in
+// any release; use package holdfast. The Redis data layout it writes (keys,
+// fields, channels, script semantics) is promised from v0.1.0 on: see
+// docs/compatibility.md.
 //
 // # Key layout
 //

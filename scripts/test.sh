@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test command of holdfast (README.md "Running the tests"; .ci/run calls it).
+# The test command of holdfast (CONTRIBUTING.md "Running the tests"; .ci/run calls it).
 # Installs redis-server when it is missing, then runs every test with the race
 # detector. Extra arguments go to `go test` (e.g. -run, -short, -v).
 set -euo pipefail

@@ -64,7 +64,7 @@ func TestRedLockLivenessProperties(t *testing.T) {
 		bound := 4*maxDelay + 30*time.Millisecond
 		// awayUntil: when each node that lost its data may answer again.
 		// A Revive does not cut that short: an empty node that rejoins at
-		// once breaks Redlock's delayed restart, the README's condition of
+		// once breaks Redlock's delayed restart, the documented condition of
 		// exclusion, and lets a rival take a majority while the holder's
 		// third grant is in flight (seed 8668585117859289460: Restart,
 		// then Revive at once, then a rival granted).
@@ -86,7 +86,7 @@ func TestRedLockLivenessProperties(t *testing.T) {
 				d := deps[i]
 				// A node that loses its data stays away for a lease before
 				// it answers again (Redlock's delayed restart, which the
-				// README names as the condition of exclusion).
+				// docs name as the condition of exclusion).
 				away := lease + time.Duration(rapid.IntRange(0, 3000).Draw(t, "awayMs"))*time.Millisecond
 				switch rapid.IntRange(0, 3).Draw(t, "fault") {
 				case 0:

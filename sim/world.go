@@ -1,7 +1,9 @@
 // Package sim tests your lock-using code against holdfast's real lock logic
 // in a deterministic world: virtual time, simulated Redis nodes, a faulty
 // network. A minute of lock life with failovers and pauses runs in
-// milliseconds, and a run is reproduced from its seed:
+// milliseconds, and a run is reproduced from its seed. It is a supported
+// part of holdfast's public API, under the same compatibility promise as
+// package holdfast (docs/compatibility.md):
 //
 //	w := sim.New(sim.Config{Seed: 7})     // a simulated Redis, virtual time
 //	a := w.NewClient(sim.ClientConfig{})  // real *holdfast.Client values

@@ -21,8 +21,8 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // BenchmarkIdleCPU measures what a started wheel costs while it holds
-// timers that are seconds away — the waiters of issue 32, whose retry
-// timers and renewals are far off — on the real clock: the process's CPU
+// timers that are seconds away — waiters whose retry timers and renewals
+// are far off — on the real clock: the process's CPU
 // over a window of wall time in which none of them is due (the timers are
 // set 1 s past its end), and the wheel goroutine's wake-ups in it.
 // timers=0 is the floor: the same process with an empty wheel. Each op is

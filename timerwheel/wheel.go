@@ -1,7 +1,9 @@
 // Package timerwheel is a hashed timing wheel (Varghese & Lauck; the design
 // of Netty's HashedWheelTimer): one clock timer for every timer of a
 // holdfast Client, O(1) schedule and cancel, driven only by an injected
-// clock.
+// clock. It is holdfast's machinery, importable only because the module
+// keeps its packages at the top level: it has no compatibility promise and
+// may change in any release. Use package holdfast.
 //
 // # Concurrency
 //

@@ -40,7 +40,7 @@ func Binary(t testing.TB) string {
 	path, err := exec.LookPath("redis-server")
 	if err != nil {
 		t.Fatalf("redis-server not found on PATH: these tests need a real Redis. " +
-			"Install it with `apt-get install -y redis-server` (as root), or run the README's test command, which does.")
+			"Install it with `apt-get install -y redis-server` (as root), or run ./scripts/test.sh, which does.")
 	}
 	return path
 }

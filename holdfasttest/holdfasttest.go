@@ -1,15 +1,22 @@
 // Package holdfasttest runs an embedded Redis inside the process, so that
 // examples run anywhere and code that takes a *holdfast.Client can be
-// tested without a Redis server:
+// tested without a Redis server. It is what the examples of holdfast run on:
 //
 //	url, stop, err := holdfasttest.Embedded()
 //	if err != nil {
 //		return err
 //	}
 //	defer stop()
-//	c, err := holdfast.Open(url, holdfast.Config{}) // in a program: your Redis URL
+//	c, err := holdfast.Open(url, holdfast.Config{})
 //
-// In a test, NewClient does the same and cleans up with the test.
+// In a test, NewClient does the same and cleans up when the test ends:
+//
+//	func TestCharge(t *testing.T) {
+//		c := holdfasttest.NewClient(t, holdfast.Config{})
+//		if err := charge(context.Background(), c, "orders:42"); err != nil {
+//			t.Fatal(err)
+//		}
+//	}
 //
 // # Limits
 //
@@ -19,7 +26,7 @@
 // its timing is not a server's. Use it to check that your code takes,
 // fences and releases its locks as meant. For how your code behaves under
 // pauses, partitions, failovers and expiries, use the simulator
-// (package sim, docs/simulation.md); for anything about latency, clusters
+// ([github.com/holdfast/holdfast/sim], docs/simulation.md); for anything about latency, clusters
 // or a deployment's guarantees (docs/guarantees.md), test against a real
 // Redis server.
 //

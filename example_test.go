@@ -87,7 +87,11 @@ func Example_selectLoop() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer c.Close() // runs first: releases what is still held
+	defer func() {
+		if err := c.Close(); err != nil {
+			fmt.Println("close:", err)
+		}
+	}()
 	ctx := context.Background()
 	jobs := make(chan string, 3)
 	jobs <- "charge"

@@ -27,8 +27,11 @@ func ExampleClient_Inspect() {
 	ctx := holdfast.WithOwner(context.Background(), "job-7")
 
 	l := c.Lock(ctx, "orders:42")
+	if err := l.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
 	again := c.Lock(ctx, "orders:42") // the same owner: a reentry
-	if err := errors.Join(l.Wait(ctx), again.Wait(ctx)); err != nil {
+	if err := again.Wait(ctx); err != nil {
 		log.Fatal(err)
 	}
 

@@ -2,82 +2,110 @@ package holdfast_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/server"
+	"log"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/holdfasttest"
 )
-
-// electionRedis starts an embedded Redis (miniredis) for the election
-// examples, so that they run anywhere; in a program the URL names your
-// deployment.
-func electionRedis() (url string, stop func()) {
-	mr := miniredis.NewMiniRedis()
-	mr.ClockTTL(true)
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	// Talk to miniredis as to a standalone server (it would answer
-	// CLUSTER SLOTS as a one-node cluster without sharded pub/sub).
-	mr.Server().SetPreHook(func(c *server.Peer, cmd string, _ ...string) bool {
-		if cmd == "CLUSTER" {
-			c.WriteError("ERR This instance has cluster support disabled")
-			return true
-		}
-		return false
-	})
-	return "redis://" + mr.Addr(), mr.Close
-}
 
 // Elect makes one instance the leader: it announces a value (its address)
 // and gets a term, a fencing token that every later leader's exceeds.
 // Lost closes when leadership ends; Release resigns.
 func ExampleClient_Elect() {
-	url, stop := electionRedis() // in a program: your deployment's URL
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer stop()
 	c, err := holdfast.Open(url, holdfast.Config{})
 	if err != nil {
-		fmt.Println("no Redis:", err)
-		return
+		log.Fatal(err)
 	}
-	defer c.Close()
 	ctx := context.Background()
 
 	l := c.Elect(ctx, "scheduler", "10.0.0.7:8080")
 	if err := l.Wait(ctx); err != nil {
-		fmt.Println("not leading:", err)
-		return
+		log.Fatal("not leading: ", err)
 	}
 	fmt.Println("leading in term", l.Token())
-	leader, _ := c.Leader(ctx, "scheduler")
-	fmt.Printf("the leader is %s (term %d)\n", leader.Value, leader.Term)
 	// Lead until l.Lost closes; fence every write with l.Token().
 	fmt.Println("resign:", l.Release(ctx))
+	if err := c.Close(); err != nil {
+		fmt.Println("close:", err)
+	}
 	// Output:
 	// leading in term 1
-	// the leader is 10.0.0.7:8080 (term 1)
 	// resign: <nil>
+}
+
+// Leader reads who leads now, from any process: to send it a request, or to
+// check a term. Nobody leads: the zero Leader.
+func ExampleClient_Leader() {
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	scheduler, err := holdfast.Open(url, holdfast.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	api, err := holdfast.Open(url, holdfast.Config{}) // another process
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+
+	show := func() {
+		leader, err := api.Leader(ctx, "scheduler")
+		switch {
+		case err != nil:
+			fmt.Println("cannot tell:", err)
+		case leader.Term == 0:
+			fmt.Println("nobody leads")
+		default:
+			fmt.Printf("send to %s (term %d)\n", leader.Value, leader.Term)
+		}
+	}
+	show()
+	l := scheduler.Elect(ctx, "scheduler", "10.0.0.7:8080")
+	if err := l.Wait(ctx); err != nil {
+		log.Fatal("not leading: ", err)
+	}
+	show()
+	if err := l.Release(ctx); err != nil {
+		fmt.Println("resign:", err)
+	}
+	show()
+	if err := errors.Join(scheduler.Close(), api.Close()); err != nil {
+		fmt.Println("close:", err)
+	}
+	// Output:
+	// nobody leads
+	// send to 10.0.0.7:8080 (term 1)
+	// nobody leads
 }
 
 // Observe follows an election from another process: the current state
 // first, then every new leader, and Leader{} while nobody leads.
 func ExampleClient_Observe() {
-	url, stop := electionRedis()
-	defer stop()
-	leaderA, errA := holdfast.Open(url, holdfast.Config{})
-	leaderB, errB := holdfast.Open(url, holdfast.Config{})
-	watcher, errW := holdfast.Open(url, holdfast.Config{})
-	if errA != nil || errB != nil || errW != nil {
-		fmt.Println("no Redis")
-		return
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
 	}
-	defer leaderA.Close()
-	defer leaderB.Close()
-	defer watcher.Close()
+	defer stop()
+	var clients []*holdfast.Client // host A, host B and a watcher: three processes
+	for range 3 {
+		c, err := holdfast.Open(url, holdfast.Config{})
+		if err != nil {
+			log.Fatal(err)
+		}
+		clients = append(clients, c)
+	}
+	hostA, hostB, watcher := clients[0], clients[1], clients[2]
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel() // ends the observation and closes its channel
 
 	show := func(st holdfast.Leader) {
 		if st.Term == 0 {
@@ -89,15 +117,32 @@ func ExampleClient_Observe() {
 	states := watcher.Observe(ctx, "scheduler")
 	show(<-states) // the state at subscription
 
-	a := leaderA.Elect(ctx, "scheduler", "host-a")
-	a.Wait(ctx)
+	a := hostA.Elect(ctx, "scheduler", "host-a")
+	if err := a.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
 	show(<-states)
-	a.Release(ctx)
+	if err := a.Release(ctx); err != nil {
+		fmt.Println("resign:", err)
+	}
 	show(<-states)
-	b := leaderB.Elect(ctx, "scheduler", "host-b")
-	b.Wait(ctx)
+	b := hostB.Elect(ctx, "scheduler", "host-b")
+	if err := b.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
 	show(<-states)
-	b.Release(ctx)
+	if err := b.Release(ctx); err != nil {
+		fmt.Println("resign:", err)
+	}
+
+	cancel() // ends the observation: its channel closes
+	for range states {
+	}
+	for _, c := range clients {
+		if err := c.Close(); err != nil {
+			fmt.Println("close:", err)
+		}
+	}
 	// Output:
 	// nobody leads
 	// host-a leads, term 1

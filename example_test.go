@@ -4,80 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/alicebob/miniredis/v2/server"
-
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/holdfasttest"
 )
 
-// embeddedRedis starts an embedded Redis (miniredis) on a loopback port, so
-// that the examples run anywhere, and returns its URL and the function that
-// stops it. In a program, the URL names your deployment (see Open).
-func embeddedRedis() (url string, stop func()) {
-	mr := miniredis.NewMiniRedis()
-	mr.ClockTTL(true) // TTLs run on the clock, as on a real server
-	if err := mr.Start(); err != nil {
-		panic(err)
-	}
-	// miniredis answers CLUSTER SLOTS as a one-node cluster, but has no
-	// sharded pub/sub for a cluster's wake-ups: it answers as a standalone
-	// server does instead, so that clients talk to it as to one.
-	mr.Server().SetPreHook(func(c *server.Peer, cmd string, _ ...string) bool {
-		if cmd == "CLUSTER" {
-			c.WriteError("ERR This instance has cluster support disabled")
-			return true
-		}
-		// Over RESP3 a client's subscriptions ride the connection that
-		// carries its commands, which Redis allows and miniredis does not
-		// (it refuses every script on a subscribed connection, and the
-		// lock calls wait out retries: an example took up to 24 s). Refused
-		// HELLO, clients speak RESP2, which keeps subscriptions apart.
-		if cmd == "HELLO" {
-			c.WriteError("ERR unknown command 'HELLO'")
-			return true
-		}
-		return false
-	})
-	return "redis://" + mr.Addr(), mr.Close
-}
-
-// exampleClient returns a Client on an embedded Redis and the function that
-// closes it all.
-func exampleClient() (*holdfast.Client, func()) {
-	url, stop := embeddedRedis()
-	c, err := holdfast.Open(url, holdfast.Config{})
-	if err != nil {
-		panic(err)
-	}
-	return c, func() {
-		c.Close()
-		stop()
-	}
-}
+// Every example starts an embedded Redis (package holdfasttest) so that it
+// runs anywhere; in a program, the URL is your Redis's (see Open).
 
 // Open dials Redis from a URL; Lock returns at once; Wait blocks until the
 // lock is held, Release gives it back and tells whether Redis confirmed it.
 func Example() {
-	url, stop := embeddedRedis() // in a program: "redis://127.0.0.1:6379", or your deployment's URL (see Open)
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL, e.g. "redis://127.0.0.1:6379"
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer stop()
 	c, err := holdfast.Open(url, holdfast.Config{})
 	if err != nil {
-		fmt.Println("no Redis:", err)
-		return
+		log.Fatal(err)
 	}
-	defer c.Close() // closes the Redis client Open dialled too
 	ctx := context.Background()
 
 	l := c.Lock(ctx, "orders:42")
 	if err := l.Wait(ctx); err != nil {
-		fmt.Println("not acquired:", err)
-		return
+		log.Fatal("not acquired: ", err)
 	}
 	fmt.Println("held, fencing token", l.Token())
 	fmt.Println("release:", l.Release(ctx))
 	fmt.Println("ended with ErrReleased:", errors.Is(l.Err(), holdfast.ErrReleased))
+
+	// Close releases what is still held and closes the Redis client Open
+	// dialled.
+	if err := c.Close(); err != nil {
+		fmt.Println("close:", err)
+	}
 	// Output:
 	// held, fencing token 1
 	// release: <nil>
@@ -92,15 +55,19 @@ func ExampleOpen() {
 	fmt.Println(err)
 	fmt.Println("a bad option:", errors.Is(err, holdfast.ErrInvalidOption))
 
-	url, stop := embeddedRedis()
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer stop()
 	c, err := holdfast.Open(url, holdfast.Config{ClientID: "billing"})
 	if err != nil {
-		fmt.Println("no Redis:", err)
-		return
+		log.Fatal(err)
 	}
-	defer c.Close()
 	fmt.Println("client", c.ClientID())
+	if err := c.Close(); err != nil {
+		fmt.Println("close:", err)
+	}
 	// Output:
 	// holdfast: invalid option: Open: redis://billing:xxxxx@10.0.0.7:6379/x/y: invalid URL path: /x/y
 	// a bad option: true
@@ -111,8 +78,20 @@ func ExampleOpen() {
 // Lost while working — it closes if the hold is lost, before Redis can give
 // the lock to anyone else.
 func Example_selectLoop() {
-	c, done := exampleClient()
-	defer done()
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	c, err := holdfast.Open(url, holdfast.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer func() {
+		if err := c.Close(); err != nil {
+			fmt.Println("close:", err)
+		}
+	}()
 	ctx := context.Background()
 	jobs := make(chan string, 3)
 	jobs <- "charge"
@@ -126,7 +105,12 @@ func Example_selectLoop() {
 		fmt.Println("gave up:", l.Err())
 		return
 	}
-	defer l.Release(ctx)
+	defer func() {
+		// After a loss there is nothing to release (ErrNotHeld).
+		if err := l.Release(ctx); err != nil && !errors.Is(err, holdfast.ErrNotHeld) {
+			fmt.Println("release:", err)
+		}
+	}()
 	for {
 		select {
 		case <-l.Lost:
@@ -148,21 +132,35 @@ func Example_selectLoop() {
 
 // WithWait bounds the wait for a held lock; WithWait(0) tries once.
 func ExampleWithWait() {
-	c, done := exampleClient()
-	defer done()
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	c, err := holdfast.Open(url, holdfast.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	holder := c.Lock(ctx, "report")
-	holder.Wait(ctx)
-	defer holder.Release(ctx)
+	if err := holder.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
 
 	try := c.Lock(ctx, "report", holdfast.WithWait(0))
-	<-try.Lost
-	fmt.Println("try once:", errors.Is(try.Err(), holdfast.ErrWaitTimeout))
+	err = try.Wait(ctx)
+	fmt.Println("try once:", errors.Is(err, holdfast.ErrWaitTimeout))
 
 	patient := c.Lock(ctx, "report", holdfast.WithWait(100*time.Millisecond))
-	<-patient.Lost
-	fmt.Println("after 100ms:", patient.Err())
+	fmt.Println("after 100ms:", patient.Wait(ctx))
+
+	if err := holder.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+	}
+	if err := c.Close(); err != nil {
+		fmt.Println("close:", err)
+	}
 	// Output:
 	// try once: true
 	// after 100ms: holdfast: wait budget spent before the lock was granted
@@ -171,173 +169,173 @@ func ExampleWithWait() {
 // WithLease holds for a fixed time with no watchdog: Lost closes at the
 // validity deadline, a little before Redis expires the key.
 func ExampleWithLease() {
-	c, done := exampleClient()
-	defer done()
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	c, err := holdfast.Open(url, holdfast.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
 
 	l := c.Lock(ctx, "nightly-job", holdfast.WithLease(100*time.Millisecond))
-	l.Wait(ctx)
+	if err := l.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
 	granted := time.Now()
 	fmt.Println("deadline within the lease:", l.Deadline().Before(granted.Add(100*time.Millisecond)))
 	<-l.Lost
 	fmt.Println("lost:", l.Err())
+	if err := c.Close(); err != nil {
+		fmt.Println("close:", err)
+	}
 	// Output:
 	// deadline within the lease: true
 	// lost: holdfast: lease expired before it could be renewed
 }
 
-// fencedStore keeps the highest token it has seen and refuses writes
-// carrying a lower one: a holder that was paused past its lease cannot
-// overwrite the work of the next holder.
-type fencedStore struct {
-	highest uint64
-	value   string
-}
-
-func (s *fencedStore) write(token uint64, v string) error {
-	if token < s.highest {
-		return fmt.Errorf("stale token %d (seen %d)", token, s.highest)
-	}
-	s.highest, s.value = token, v
-	return nil
-}
-
 // Every grant carries a fencing token, strictly increasing per lock name;
-// give it to the resource you protect.
+// give it to the resource you protect, which refuses a write carrying a
+// lower token than one it has seen: a holder that was paused past its
+// lease cannot overwrite the work of the next holder.
 func ExampleLock_Token() {
-	c, done := exampleClient()
-	defer done()
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	c, err := holdfast.Open(url, holdfast.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := context.Background()
-	store := &fencedStore{}
+
+	// The protected resource: it keeps the highest token it has seen.
+	var highest uint64
+	value := ""
+	write := func(token uint64, v string) error {
+		if token < highest {
+			return fmt.Errorf("stale token %d (seen %d)", token, highest)
+		}
+		highest, value = token, v
+		return nil
+	}
 
 	first := c.Lock(ctx, "ledger")
-	first.Wait(ctx)
+	if err := first.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
 	firstToken := first.Token()
-	first.Release(ctx)
+	if err := first.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+	}
 
 	second := c.Lock(ctx, "ledger")
-	second.Wait(ctx)
-	fmt.Println("second holder writes:", store.write(second.Token(), "new"))
-	second.Release(ctx)
+	if err := second.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("second holder writes:", write(second.Token(), "new"))
+	if err := second.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+	}
 
 	// The first holder, paused all this time, wakes up and writes late.
-	fmt.Println("first holder writes:", store.write(firstToken, "old"))
-	fmt.Println("value:", store.value)
+	fmt.Println("first holder writes:", write(firstToken, "old"))
+	fmt.Println("value:", value)
+	if err := c.Close(); err != nil {
+		fmt.Println("close:", err)
+	}
 	// Output:
 	// second holder writes: <nil>
 	// first holder writes: stale token 1 (seen 2)
 	// value: new
 }
 
+// Before a write that its token guards, a holder checks that the hold
+// outlives the write: Deadline is when the hold may end, and a write that
+// could finish after it waits for the next grant instead. The token still
+// guards the write against a pause that comes after the check.
+func ExampleLock_Deadline() {
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	c, err := holdfast.Open(url, holdfast.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+
+	l := c.Lock(ctx, "ledger", holdfast.WithLease(time.Second))
+	if err := l.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
+	const writeTakes = 200 * time.Millisecond // the longest a write may take
+	write := func(what string) {
+		if time.Until(l.Deadline()) < writeTakes {
+			fmt.Println(what + ": not written, the hold may end before the write")
+			return
+		}
+		select {
+		case <-l.Lost: // lost before its deadline: the key was deleted, or taken over
+			fmt.Println(what+": not written, the hold is over:", l.Err())
+			return
+		default:
+		}
+		fmt.Println(what+": written with token", l.Token())
+	}
+	write("first")
+	time.Sleep(time.Until(l.Deadline()) - writeTakes/2) // a long pause, a slow step
+	write("second")
+
+	if err := l.Release(ctx); err != nil && !errors.Is(err, holdfast.ErrNotHeld) {
+		fmt.Println("release:", err)
+	}
+	if err := c.Close(); err != nil {
+		fmt.Println("close:", err)
+	}
+	// Output:
+	// first: written with token 1
+	// second: not written, the hold may end before the write
+}
+
 // Locks of one owner on one name nest: the inner one is granted while the
 // outer holds, shares its token, and each needs its own Release.
 func ExampleWithOwner() {
-	c, done := exampleClient()
-	defer done()
+	url, stop, err := holdfasttest.Embedded() // in a program: your Redis's URL
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer stop()
+	c, err := holdfast.Open(url, holdfast.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
 	ctx := holdfast.WithOwner(context.Background(), "job-7")
 
 	outer := c.Lock(ctx, "cart:9")
-	outer.Wait(ctx)
+	if err := outer.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
 	inner := c.Lock(ctx, "cart:9")
-	inner.Wait(ctx)
+	if err := inner.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("same token:", inner.Token() == outer.Token())
-	inner.Release(ctx)
+	if err := inner.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+	}
 	fmt.Println("outer still held:", outer.Err() == nil)
-	outer.Release(ctx)
+	if err := outer.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+	}
+	if err := c.Close(); err != nil {
+		fmt.Println("close:", err)
+	}
 	// Output:
 	// same token: true
 	// outer still held: true
-}
-
-// A fair lock grants in the order of asking, across processes: waiters
-// queue in Redis and cannot be overtaken.
-func ExampleClient_FairLock() {
-	c, done := exampleClient()
-	defer done()
-	ctx := context.Background()
-
-	first := c.FairLock(ctx, "printer")
-	first.Wait(ctx)
-	second := c.FairLock(ctx, "printer")
-	select {
-	case <-second.Acquired:
-		fmt.Println("second granted while the first holds")
-	case <-time.After(50 * time.Millisecond):
-		fmt.Println("second waits in the queue")
-	}
-	first.Release(ctx)
-	second.Wait(ctx)
-	fmt.Println("second granted after the release, token above the first:", second.Token() > first.Token())
-	second.Release(ctx)
-
-	// The name is a fair lock while held or queued: Lock refuses it.
-	third := c.FairLock(ctx, "printer")
-	third.Wait(ctx)
-	plain := c.Lock(ctx, "printer")
-	<-plain.Lost
-	fmt.Println("Lock on a fair lock's name:", errors.Is(plain.Err(), holdfast.ErrWrongKind))
-	third.Release(ctx)
-	// Output:
-	// second waits in the queue
-	// second granted after the release, token above the first: true
-	// Lock on a fair lock's name: true
-}
-
-// Readers share a read-write lock; a writer waits until they are gone and
-// then holds it alone.
-func ExampleClient_ReadLock() {
-	c, done := exampleClient()
-	defer done()
-	ctx := context.Background()
-
-	r1 := c.ReadLock(ctx, "catalog")
-	r2 := c.ReadLock(ctx, "catalog")
-	r1.Wait(ctx)
-	r2.Wait(ctx)
-	fmt.Println("two readers hold it")
-
-	w := c.WriteLock(ctx, "catalog")
-	select {
-	case <-w.Acquired:
-		fmt.Println("writer granted beside readers")
-	case <-time.After(50 * time.Millisecond):
-		fmt.Println("writer waits for the readers")
-	}
-	r1.Release(ctx)
-	r2.Release(ctx)
-	w.Wait(ctx)
-	fmt.Println("writer holds it alone")
-	w.Release(ctx)
-	// Output:
-	// two readers hold it
-	// writer waits for the readers
-	// writer holds it alone
-}
-
-func ExampleClient_Semaphore() {
-	c, done := exampleClient()
-	defer done()
-	ctx := context.Background()
-
-	// At most two exports at once, across every process.
-	a := c.Semaphore(ctx, "exports", 2)
-	b := c.Semaphore(ctx, "exports", 2)
-	a.Wait(ctx)
-	b.Wait(ctx)
-	fmt.Println("two permits held")
-
-	third := c.Semaphore(ctx, "exports", 2, holdfast.WithWait(0))
-	<-third.Lost
-	fmt.Println("a third is refused:", errors.Is(third.Err(), holdfast.ErrWaitTimeout))
-
-	b.Release(ctx)
-	again := c.Semaphore(ctx, "exports", 2)
-	again.Wait(ctx)
-	fmt.Println("a freed permit is taken again")
-	a.Release(ctx)
-	again.Release(ctx)
-	// Output:
-	// two permits held
-	// a third is refused: true
-	// a freed permit is taken again
 }

@@ -4,108 +4,72 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log"
 	"time"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/holdfasttest"
 )
-
-// A writer holds a read-write lock alone: it waits for the readers that
-// hold, and readers wait for it. (Readers that ask while a writer waits
-// queue behind it, so a stream of readers cannot starve a writer.) Here two
-// processes share the name: one reads, one imports.
-func ExampleClient_WriteLock() {
-	url, stop := embeddedRedis() // in a program: "redis://127.0.0.1:6379"
-	defer stop()
-	reports, err := holdfast.Open(url, holdfast.Config{ClientID: "reports"})
-	if err != nil {
-		fmt.Println("no Redis:", err)
-		return
-	}
-	defer reports.Close()
-	importer, err := holdfast.Open(url, holdfast.Config{ClientID: "importer"})
-	if err != nil {
-		fmt.Println("no Redis:", err)
-		return
-	}
-	defer importer.Close()
-	ctx := context.Background()
-
-	// granted tells whether l is granted within 100ms.
-	granted := func(l *holdfast.Lock) string {
-		select {
-		case <-l.Acquired:
-			return "granted at once"
-		case <-time.After(100 * time.Millisecond):
-			return "waits"
-		}
-	}
-
-	r := reports.ReadLock(ctx, "catalog")
-	r.Wait(ctx)
-	w := importer.WriteLock(ctx, "catalog")
-	fmt.Println("writer beside a reader:", granted(w))
-	r.Release(ctx)
-	w.Wait(ctx)
-	fmt.Println("the writer holds it alone, token", w.Token())
-
-	next := reports.ReadLock(ctx, "catalog")
-	fmt.Println("reader beside the writer:", granted(next))
-	w.Release(ctx)
-	next.Wait(ctx)
-	fmt.Println("then the reader, token", next.Token())
-	next.Release(ctx)
-	// Output:
-	// writer beside a reader: waits
-	// the writer holds it alone, token 2
-	// reader beside the writer: waits
-	// then the reader, token 3
-}
 
 // LockAll takes several names, on one deployment or several, all or
 // nothing: it never shows a partial hold, and calls over overlapping names
 // never deadlock whatever the order of their targets.
 func ExampleLockAll() {
-	url1, stop1 := embeddedRedis() // in a program: two deployments, e.g. two shards of your data
+	// Two embedded servers; in a program: two deployments, e.g. two shards
+	// of your data.
+	url1, stop1, err := holdfasttest.Embedded()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer stop1()
-	url2, stop2 := embeddedRedis()
+	url2, stop2, err := holdfasttest.Embedded()
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer stop2()
 	a, err := holdfast.Open(url1, holdfast.Config{})
 	if err != nil {
-		fmt.Println("no Redis:", err)
-		return
+		log.Fatal(err)
 	}
-	defer a.Close()
 	b, err := holdfast.Open(url2, holdfast.Config{})
 	if err != nil {
-		fmt.Println("no Redis:", err)
-		return
+		log.Fatal(err)
 	}
-	defer b.Close()
 	ctx := context.Background()
 
 	// A transfer between two accounts stored on different deployments.
-	transfer := holdfast.LockAll(ctx, []holdfast.Target{{Client: a, Name: "acct:1"}, {Client: b, Name: "acct:2"}})
+	accounts := []holdfast.Target{{Client: a, Name: "acct:1"}, {Client: b, Name: "acct:2"}}
+	transfer := holdfast.LockAll(ctx, accounts)
 	if err := transfer.Wait(ctx); err != nil {
-		fmt.Println("not acquired:", err)
-		return
+		log.Fatal("not acquired: ", err)
 	}
 	fmt.Println("both held, tokens", transfer.Tokens())
 
 	// Anyone else is kept out of each part, as by a plain Lock.
 	audit := b.Lock(ctx, "acct:2", holdfast.WithWait(0))
-	<-audit.Lost
-	fmt.Println("acct:2 alone:", audit.Err())
+	fmt.Println("acct:2 alone:", audit.Wait(ctx))
+	if err := transfer.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+	}
 
 	// While acct:2 is held, a LockAll that includes it takes nothing at all.
-	transfer.Release(ctx)
 	holder := b.Lock(ctx, "acct:2")
-	holder.Wait(ctx)
-	other := holdfast.LockAll(ctx, []holdfast.Target{{Client: a, Name: "acct:1"}, {Client: b, Name: "acct:2"}},
-		holdfast.WithWait(100*time.Millisecond))
-	<-other.Lost
-	info, _ := a.Inspect(ctx, "acct:1")
-	fmt.Println("gave up:", errors.Is(other.Err(), holdfast.ErrWaitTimeout), "- acct:1 left free:", info.Kind == "")
-	holder.Release(ctx)
+	if err := holder.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
+	other := holdfast.LockAll(ctx, accounts, holdfast.WithWait(100*time.Millisecond))
+	err = other.Wait(ctx)
+	info, ierr := a.Inspect(ctx, "acct:1")
+	if ierr != nil {
+		log.Fatal(ierr)
+	}
+	fmt.Println("gave up:", errors.Is(err, holdfast.ErrWaitTimeout), "- acct:1 left free:", info.Kind == "")
+	if err := holder.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+	}
+	if err := errors.Join(a.Close(), b.Close()); err != nil {
+		fmt.Println("close:", err)
+	}
 	// Output:
 	// both held, tokens [1 1]
 	// acct:2 alone: holdfast: wait budget spent before the lock was granted
@@ -118,34 +82,44 @@ func ExampleLockAll() {
 func ExampleRedLock() {
 	var clients []*holdfast.Client
 	for range 3 {
-		url, stop := embeddedRedis() // in a program: three independent masters
+		url, stop, err := holdfasttest.Embedded() // in a program: three independent masters
+		if err != nil {
+			log.Fatal(err)
+		}
 		defer stop()
 		c, err := holdfast.Open(url, holdfast.Config{})
 		if err != nil {
-			fmt.Println("no Redis:", err)
-			return
+			log.Fatal(err)
 		}
-		defer c.Close()
 		clients = append(clients, c)
 	}
 	ctx := context.Background()
 
 	l := holdfast.RedLock(ctx, clients, "ledger")
 	if err := l.Wait(ctx); err != nil {
-		fmt.Println("not acquired:", err)
-		return
+		log.Fatal("not acquired: ", err)
 	}
 	fmt.Println("held on a majority, token", l.Token())
 
 	rival := holdfast.RedLock(ctx, clients, "ledger", holdfast.WithWait(0)) // one round, one try per node
-	<-rival.Lost
-	fmt.Println("rival:", errors.Is(rival.Err(), holdfast.ErrNoQuorum))
+	fmt.Println("rival:", errors.Is(rival.Wait(ctx), holdfast.ErrNoQuorum))
 
-	l.Release(ctx)
+	if err := l.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+	}
 	next := holdfast.RedLock(ctx, clients, "ledger")
-	next.Wait(ctx)
+	if err := next.Wait(ctx); err != nil {
+		log.Fatal(err)
+	}
 	fmt.Println("next holder's token is higher:", next.Token() > l.Token())
-	next.Release(ctx)
+	if err := next.Release(ctx); err != nil {
+		fmt.Println("release:", err)
+	}
+	for _, c := range clients {
+		if err := c.Close(); err != nil {
+			fmt.Println("close:", err)
+		}
+	}
 	// Output:
 	// held on a majority, token 1
 	// rival: true

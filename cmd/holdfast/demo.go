@@ -2,20 +2,18 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/holdfasttest"
 	"github.com/holdfast/holdfast/scripts"
 )
 
@@ -43,38 +41,29 @@ func demoMain(args []string, stdout io.Writer) (int, error) {
 	if len(rest) > 0 {
 		return 0, usageError{fmt.Sprintf("demo: unexpected argument %q", rest[0])}
 	}
-	var dial func() (rueidis.Client, error)
-	var where string
-	var del func(key string)
-	if *addr == "" && os.Getenv("HOLDFAST_REDIS") == "" {
-		mr := miniredis.NewMiniRedis()
-		mr.ClockTTL(true) // TTLs run on the clock, as on a real server
-		defer mr.Close()
-		where = "an embedded Redis (miniredis) inside this process"
-		dial = func() (rueidis.Client, error) {
-			return rueidis.NewClient(rueidis.ClientOption{
-				InitAddress: []string{"embedded"},
-				DialCtxFn: func(context.Context, string, *net.Dialer, *tls.Config) (net.Conn, error) {
-					return mr.Dial()
-				},
-				DisableCache: true, ForceSingleClient: true, AlwaysRESP2: true,
-			})
-		}
-		del = func(key string) { mr.Del(key) }
-	} else {
-		t, err := parseRedis(*addr)
+	flagValue, where := *addr, ""
+	if flagValue == "" && os.Getenv("HOLDFAST_REDIS") == "" {
+		url, stop, err := holdfasttest.Embedded()
 		if err != nil {
-			return 0, err
+			return 1, fmt.Errorf("demo: starting an embedded Redis: %w", err)
 		}
-		admin, err := connect(t)
-		if err != nil {
-			return 0, err
-		}
-		defer admin.Close()
-		where = "Redis at " + t.display
-		dial = func() (rueidis.Client, error) { return rueidis.NewClient(t.opt) }
-		del = func(key string) { admin.Do(context.Background(), admin.B().Del().Key(key).Build()) }
+		defer stop()
+		flagValue, where = url, "an embedded Redis (miniredis) inside this process"
 	}
+	t, err := parseRedis(flagValue)
+	if err != nil {
+		return 0, err
+	}
+	admin, err := connect(t)
+	if err != nil {
+		return 0, err
+	}
+	defer admin.Close()
+	if where == "" {
+		where = "Redis at " + t.display
+	}
+	dial := func() (rueidis.Client, error) { return rueidis.NewClient(t.opt) }
+	del := func(key string) { admin.Do(context.Background(), admin.B().Del().Key(key).Build()) }
 	d := &demo{out: stdout, start: time.Now(), dial: dial, del: del, store: &fencedStore{}}
 	defer d.close()
 	fmt.Fprintf(stdout, "holdfast demo on %s\n", where)

@@ -2,6 +2,7 @@ package holdfast
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/holdfast/holdfast/lockactor"
@@ -26,22 +27,46 @@ func (h handle) SetDeadline(d time.Time) { h.l.deadline.Store(d.UnixNano()) }
 
 func (h handle) ReleaseDone(err error) {
 	if errors.Is(err, lockactor.ErrReleaseUnconfirmed) {
-		return // interim: a Lock's Release waits for the settling answer
+		// The release's first call failed: the node is down, or was
+		// silent for a call's timeout. Renewal has stopped, so the key
+		// runs out by its lease, and the actor repeats the release in the
+		// background. Waiting for that could take a lease; the hold ends
+		// here instead, on this side, and Release answers now.
+		h.l.answerRelease(err)
+		h.end(fmt.Errorf("%w: %w", ErrReleased, err))
+		return
 	}
 	h.l.answerRelease(err)
 }
 
-// answerRelease keeps err as the answer to Release.
+// answerRelease keeps err as the answer to Release: the first answer, as
+// Release returns once it has one.
 func (l *Lock) answerRelease(err error) {
 	l.mu.Lock()
-	l.relAnswered = true
-	if err != nil {
-		l.extra().relErr = err
+	if !l.relAnswered {
+		l.relAnswered = true
+		if err != nil {
+			l.extra().relErr = err
+		}
 	}
 	l.mu.Unlock()
 }
 
+// Lost implements lockactor.Handle. A Lock whose release was not confirmed
+// ended already (ReleaseDone): the actor's end then only settles that
+// release in the background, and tells nobody.
 func (h handle) Lost(err error) {
+	h.l.mu.Lock()
+	over := h.l.over
+	h.l.mu.Unlock()
+	if over {
+		return
+	}
+	h.end(err)
+}
+
+// end notes the end of the Lock with err and closes Lost.
+func (h handle) end(err error) {
 	h.l.c.obs.Ended(h.l.times, h.l.Name(), h, h.l.token.Load(), h.l.held, err)
 	h.l.end(err)
 }

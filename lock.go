@@ -217,16 +217,24 @@ func (l *Lock) Wait(ctx context.Context) error {
 }
 
 // Release ends the hold, or cancels a pending Lock, and blocks until Redis
-// confirmed it (nil) or ctx ended (ctx.Err(); the release goes on in the
-// background). It is safe to call twice: a Release after the Lock is over
-// returns ErrNotHeld (wrapping the cause it ended with) and changes nothing.
-// A hold that Redis no longer shows returns ErrNotOwner. A nil ctx is
-// ErrInvalidOption, and releases nothing.
+// confirmed it (nil), at most about CallTimeout when it cannot
+// (ErrReleaseUnconfirmed), or until ctx ended (ctx.Err(); the release goes on
+// in the background). It is safe to call twice: a Release after the Lock is
+// over returns ErrNotHeld (wrapping the cause it ended with) and changes
+// nothing. A hold that Redis no longer shows returns ErrNotOwner. A nil ctx
+// is ErrInvalidOption, and releases nothing.
+//
+// ErrReleaseUnconfirmed means the node is down or was silent for a call's
+// timeout: the Lock is over all the same (Lost is closed), its key runs out
+// by its lease, and the release is repeated in the background meanwhile.
 //
 // For a LockAll or RedLock, Release waits for the nodes that answer and at
-// most CallTimeout, never a lease: it returns nil when the hold is over on
-// every node that answered, and a node that is down or silent is released
-// in the background (its key runs out meanwhile).
+// most CallTimeout, never a lease: a node that is down or silent is released
+// in the background (its key runs out meanwhile). LockAll's Release then
+// returns ErrReleaseUnconfirmed naming each part that did not confirm;
+// RedLock's returns nil while a majority of its nodes confirmed or never
+// held the lock (another holder needs only a majority), and
+// ErrReleaseUnconfirmed naming the nodes otherwise.
 func (l *Lock) Release(ctx context.Context) error {
 	switch {
 	case !l.usable():

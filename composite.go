@@ -235,6 +235,9 @@ func (c *composite) giveBack(a *attempt) {
 	}
 	a.giveBack = true
 	if a.held {
+		// Attempts whose release was confirmed answer for nothing: drop
+		// them, so that a long wait's rounds do not pile up.
+		c.returning = slices.DeleteFunc(c.returning, func(r *attempt) bool { return r.over && r.unconfirmed == nil })
 		c.returning = append(c.returning, a)
 	}
 	if c.cur[a.part] == a {

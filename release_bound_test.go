@@ -152,3 +152,15 @@ func TestRedLockReleaseTwoOfThreeKilled(t *testing.T) {
 	mustLose(t, l, holdfast.ErrReleased)
 	noLockKeys(t, srvs[0])
 }
+
+// TestReleaseAsleepWithNodeKilled: a hold held quietly sleeps (no actor);
+// its Release with the node SIGKILLed is bounded the same way.
+func TestReleaseAsleepWithNodeKilled(t *testing.T) {
+	srv := redistest.Start(t)
+	c := newClient(t, srv, holdfast.Config{CallTimeout: boundCallTimeout})
+	l := c.Lock(context.Background(), "asleep")
+	mustAcquire(t, l)
+	eventually(t, "the quiet hold asleep", func() bool { return c.Actors() == 0 })
+	srv.Kill()
+	releaseUnconfirmed(t, l)
+}

@@ -61,6 +61,7 @@ type composite struct {
 	cause       error      // why the composite ends, once ending
 	userRelease bool       // Release started the end: answer it
 	relErrs     []error
+	returning   []*attempt // the held attempts given back, whose releases Release answers for
 	driver      lockactor.Driver
 	out         []func()     // calls into actors, run by do after mu is released
 	budget      *clock.Timer // ends a pending composite past its wait budget
@@ -91,6 +92,9 @@ type policy interface {
 	joined(c *composite, a *attempt)
 	// deadline of the composite hold from its parts' deadlines.
 	deadline(c *composite) time.Time
+	// unconfirmed: which of errs, one per part whose node did not confirm
+	// its release (unconfirmedParts), Release answers.
+	unconfirmed(c *composite, errs []error) []error
 }
 
 // attempt is one ordinary Lock request for one part.
@@ -107,6 +111,9 @@ type attempt struct {
 	giveBack bool // a release was asked for
 	sent     bool // ... and sent to its actor
 	done     bool // the composite's end no longer waits for it (letGo)
+	// unconfirmed: the release's first call failed (ReleaseDone's interim
+	// answer, wrapping ErrReleaseUnconfirmed) and nothing settled it since.
+	unconfirmed error
 }
 
 func newComposite(ctx context.Context, what, name string, targets []Target, opts []Option, pol policy) (*composite, *Lock) {
@@ -227,6 +234,12 @@ func (c *composite) giveBack(a *attempt) {
 		return
 	}
 	a.giveBack = true
+	if a.held {
+		// Attempts whose release was confirmed answer for nothing: drop
+		// them, so that a long wait's rounds do not pile up.
+		c.returning = slices.DeleteFunc(c.returning, func(r *attempt) bool { return r.over && r.unconfirmed == nil })
+		c.returning = append(c.returning, a)
+	}
 	if c.cur[a.part] == a {
 		c.cur[a.part] = nil
 	}
@@ -285,30 +298,6 @@ func (c *composite) fail(cause error) {
 		})
 	}
 	c.maybeFinish()
-}
-
-// callTimeout is the longest a call to any of the parts' nodes may take.
-func (c *composite) callTimeout() time.Duration {
-	var d time.Duration
-	for _, t := range c.targets {
-		d = max(d, t.Client.cfg.CallTimeout)
-	}
-	return d
-}
-
-func (c *composite) maybeFinish() {
-	if c.state != compEnding || (c.live > 0 && !c.settleDue) {
-		return
-	}
-	if c.settle != nil {
-		c.settle.Stop()
-		c.settle = nil
-	}
-	c.state = compOver
-	if c.userRelease {
-		c.l.answerRelease(errors.Join(c.relErrs...))
-	}
-	c.l.end(c.cause)
 }
 
 // acquire makes the composite held with the given tokens (in the caller's
@@ -469,10 +458,16 @@ func (h attemptHandle) ReleaseDone(err error) {
 			// The node did not take the release (down, or silent for a
 			// call's timeout): its key can only run out now, and the actor
 			// goes on releasing it in the background.
+			if !h.a.done {
+				h.a.unconfirmed = err
+			}
 			c.letGo(h.a)
 			c.maybeFinish()
-		case err != nil && c.userRelease && c.state < compOver:
-			c.relErrs = append(c.relErrs, c.partErr(h.a, err))
+		default:
+			h.a.unconfirmed = nil // settled
+			if err != nil && c.userRelease && c.state < compOver {
+				c.relErrs = append(c.relErrs, c.partErr(h.a, err))
+			}
 		}
 	})
 }

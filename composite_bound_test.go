@@ -153,29 +153,6 @@ func TestRedLockReleaseWithNodeFrozen(t *testing.T) {
 	}
 }
 
-// TestLockAllReleaseWithNodeKilled: a LockAll part whose server was
-// SIGKILLed does not hold up Release; the other part is released.
-func TestLockAllReleaseWithNodeKilled(t *testing.T) {
-	a, b := redistest.Start(t), redistest.Start(t)
-	ca, cb := newClient(t, a, holdfast.Config{}), newClient(t, b, holdfast.Config{})
-	ctx := context.Background()
-	l := holdfast.LockAll(ctx, []holdfast.Target{{Client: ca, Name: "p"}, {Client: cb, Name: "q"}})
-	mustAcquire(t, l)
-	b.Kill()
-	start := time.Now()
-	err := l.Release(ctx)
-	took := time.Since(start)
-	t.Logf("Release after %v: %v", took.Round(time.Millisecond), err)
-	if err != nil {
-		t.Fatalf("Release: %v", err)
-	}
-	if took > time.Second {
-		t.Fatalf("Release took %v with one part's server dead", took)
-	}
-	mustLose(t, l, holdfast.ErrReleased)
-	noLockKeys(t, a)
-}
-
 // TestLockAllOneTryEndsAtFirstRefusal: a one-try LockAll ends at the first
 // refusal, without waiting for a frozen part's answer; the error names the
 // refused part and its node.

@@ -38,6 +38,17 @@ var (
 	// ErrNotHeld: Release on a Lock that is already over. The error also
 	// wraps the cause the Lock ended with.
 	ErrNotHeld = lockactor.ErrNotHeld
+	// ErrReleaseUnconfirmed: Release could not get Redis to confirm the
+	// release within CallTimeout (the node is down, or silent). Lock.Release
+	// returns it wrapping the call's error; LockAll's Release, joined with
+	// one error per part that did not confirm, naming it; RedLock's only
+	// when so many nodes did not confirm that no majority is free for
+	// another holder. The hold is over on this side all the same: Lost is
+	// closed, renewal has stopped, Err wraps ErrReleased and this error.
+	// The key runs out by its lease (until then nobody else can take the
+	// name) and the release is repeated in the background until Redis
+	// confirms it, the lease ends or the Client closes.
+	ErrReleaseUnconfirmed = lockactor.ErrReleaseUnconfirmed
 	// ErrFailover: a renewal was refused with READONLY — the Redis node this
 	// Client writes to was demoted to a replica by a failover, and the
 	// promoted replica may grant the lock to someone else. The hold ends at

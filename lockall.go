@@ -175,3 +175,7 @@ func (p *lockAll) heldLost(c *composite, a *attempt) {
 func (p *lockAll) joined(*composite, *attempt) {}
 
 func (p *lockAll) deadline(c *composite) time.Time { return earliest(deadlines(c.held())) }
+
+// unconfirmed: every part not confirmed is told, as a LockAll of those names
+// waits for its key to run out meanwhile.
+func (p *lockAll) unconfirmed(_ *composite, errs []error) []error { return errs }

@@ -357,3 +357,13 @@ func retakes(err error) bool {
 }
 
 func (p *redLock) deadline(c *composite) time.Time { return quorumDeadline(deadlines(c.held()), p.q) }
+
+// unconfirmed: while the nodes that did not confirm leave a majority free
+// (confirmed, or never held), another holder can take the lock as soon as it
+// could have anyway; only a release that leaves no free majority is told.
+func (p *redLock) unconfirmed(c *composite, errs []error) []error {
+	if len(c.targets)-len(errs) >= p.q {
+		return nil
+	}
+	return errs
+}

@@ -37,7 +37,7 @@ var (
 var (
 	ElectAcquireScript = NewScript("elect_acquire", ElectAcquire)
 	ElectReleaseScript = noSync(NewScript("elect_release", ElectRelease))
-	ElectRenewScript   = NewScript("elect_renew", ElectRenew)
+	ElectRenewScript   = renews(NewScript("elect_renew", ElectRenew))
 )
 
 // ElectionKind is the kind marker of an election's hash, and its Info.Kind.

@@ -45,17 +45,24 @@ var (
 	RedissonFenceRaise string
 )
 
-// The Redisson layout's scripts, registered for the runtimes.
+// The Redisson layout's scripts, registered for the runtimes. But for the
+// token counter's, their first key is the lock name itself (keyedByName).
 var (
-	RedissonAcquireScript   = NewScript("redisson_acquire", RedissonAcquire)
-	RedissonReleaseScript   = noSync(NewScript("redisson_release", RedissonRelease))
-	RedissonRenewScript     = withHoldKey(NewScript("redisson_renew", HashRenew), redissonHashKey)
-	RedissonRWAcquireScript = NewScript("redisson_rw_acquire", RedissonRWAcquire)
-	RedissonRWReleaseScript = noSync(NewScript("redisson_rw_release", RedissonRWRelease))
-	RedissonRWRenewScript   = withHoldKey(NewScript("redisson_rw_renew", RedissonRWRenew), redissonHashKey)
+	RedissonAcquireScript   = keyedByName(NewScript("redisson_acquire", RedissonAcquire))
+	RedissonReleaseScript   = keyedByName(noSync(NewScript("redisson_release", RedissonRelease)))
+	RedissonRenewScript     = keyedByName(withHoldKey(renews(NewScript("redisson_renew", HashRenew)), redissonHashKey))
+	RedissonRWAcquireScript = keyedByName(NewScript("redisson_rw_acquire", RedissonRWAcquire))
+	RedissonRWReleaseScript = keyedByName(noSync(NewScript("redisson_rw_release", RedissonRWRelease)))
+	RedissonRWRenewScript   = keyedByName(withHoldKey(renews(NewScript("redisson_rw_renew", RedissonRWRenew)), redissonHashKey))
 	// RedissonFenceRaiseScript raises a name's token counter (RedLock).
 	RedissonFenceRaiseScript = NewScript("redisson_fence_raise", RedissonFenceRaise)
 )
+
+// keyedByName marks s as a script whose first key is the lock name.
+func keyedByName(s *Script) *Script {
+	s.KeyIsName = true
+	return s
+}
 
 // redissonHashKey: under the Redisson layout the lock hash is the name itself.
 func redissonHashKey(name, _ string) string { return name }

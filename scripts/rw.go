@@ -36,8 +36,8 @@ var (
 var (
 	RWAcquireScript   = NewScript("rw_acquire", RWAcquire)
 	RWReleaseScript   = noSync(NewScript("rw_release", RWRelease))
-	RWRenewScript     = withHoldKey(NewScript("rw_renew", RWRenew), RWLeaseKey)
-	RWKeepAliveScript = NewScript("rw_keepalive", RWKeepAlive)
+	RWRenewScript     = withHoldKey(renews(NewScript("rw_renew", RWRenew)), RWLeaseKey)
+	RWKeepAliveScript = keepsAlive(NewScript("rw_keepalive", RWKeepAlive))
 )
 
 // RWMode is the mode of a read-write hold.

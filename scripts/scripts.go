@@ -123,6 +123,46 @@ type Script struct {
 	// TTL bounds the hold the renewal of field on name extends (the read-
 	// write lock's per-hold lease key); nil: the lock key itself.
 	HoldKey func(name, field string) string
+	// Batch says whether the script's calls are the watchdog's batches,
+	// and what their items are: observers count and log such a call item
+	// by item, whichever kind sent it.
+	Batch Batch
+	// KeyIsName: the script's first key (each key, for a batch) is the
+	// lock name itself, as the Redisson layout keeps it, rather than a key
+	// of holdfast's layout whose hash tag holds the name.
+	KeyIsName bool
+}
+
+// Batch is the shape of a script's calls, for those who observe them.
+type Batch uint8
+
+const (
+	// NoBatch: a call of one operation on one lock.
+	NoBatch Batch = iota
+	// RenewBatch: a batch of the renewal shape (see package renewal) whose
+	// items are holds: KEYS[i] is the key of hold i, ARGV[2i-1] and
+	// ARGV[2i] its owner field and lease in milliseconds, and the reply
+	// has one integer per hold, 1 when renewed, 0 when not held.
+	RenewBatch
+	// KeepAliveBatch: a batch of the same shape whose items are waiters'
+	// places in a queue kept by Redis; 1 when the place is kept.
+	KeepAliveBatch
+)
+
+// LockName returns the lock name that key, one of the keys of a call of
+// s, belongs to: the key itself for a script of the Redisson layout, what
+// the hash tag of a key of holdfast's layout holds otherwise
+// (holdfast:{NAME} or holdfast:{NAME}:suffix). Names may contain '}', so
+// the tag ends at the last one.
+func (s *Script) LockName(key string) string {
+	if s.KeyIsName {
+		return key
+	}
+	i, j := strings.IndexByte(key, '{'), strings.LastIndexByte(key, '}')
+	if i < 0 || j <= i {
+		return key
+	}
+	return key[i+1 : j]
 }
 
 // RenewedKey is the key whose TTL bounds the hold a renewal by s of field
@@ -141,6 +181,18 @@ var all []*Script
 func NewScript(name, src string) *Script {
 	s := &Script{Name: name, Src: src}
 	all = append(all, s)
+	return s
+}
+
+// renews marks s as a batch script that renews holds; keepsAlive as one
+// that keeps waiters' places.
+func renews(s *Script) *Script {
+	s.Batch = RenewBatch
+	return s
+}
+
+func keepsAlive(s *Script) *Script {
+	s.Batch = KeepAliveBatch
 	return s
 }
 
@@ -166,7 +218,7 @@ type Call struct {
 var (
 	AcquireScript = NewScript("acquire", Acquire)
 	ReleaseScript = noSync(NewScript("release", Release))
-	RenewScript   = NewScript("renew", Renew)
+	RenewScript   = renews(NewScript("renew", Renew))
 	HandoffScript = NewScript("handoff", Handoff)
 	// FenceRaiseScript raises a name's fence counter to a floor (RedLock).
 	FenceRaiseScript = NewScript("fence_raise", FenceRaise)
@@ -178,8 +230,8 @@ var (
 var (
 	FairAcquireScript   = NewScript("fair_acquire", WithFence(fairCommon+fairAcquire))
 	FairReleaseScript   = NewScript("fair_release", WithFence(fairCommon+fairRelease))
-	FairKeepAliveScript = NewScript("fair_keepalive", WithFence(fairCommon+fairKeepAlive))
-	FairRenewScript     = NewScript("fair_renew", HashRenew)
+	FairKeepAliveScript = keepsAlive(NewScript("fair_keepalive", WithFence(fairCommon+fairKeepAlive)))
+	FairRenewScript     = renews(NewScript("fair_renew", HashRenew))
 )
 
 // Replies of the acquire script (first element of its array reply).

@@ -34,7 +34,7 @@ var (
 var (
 	SemAcquireScript = NewScript("sem_acquire", SemAcquire)
 	SemReleaseScript = noSync(NewScript("sem_release", SemRelease))
-	SemRenewScript   = withHoldKey(NewScript("sem_renew", SemRenew), SemLeaseKey)
+	SemRenewScript   = withHoldKey(renews(NewScript("sem_renew", SemRenew)), SemLeaseKey)
 )
 
 // SemPermits is sem_acquire.lua's reply code for a name in use as a

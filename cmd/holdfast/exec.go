@@ -53,6 +53,9 @@ CMD runs in its own process group. SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and
 SIGUSR2 sent to holdfast are passed on to the whole group. When the lock is lost the
 group is stopped and exec exits 76; it exits 76 too when CMD ended first and the
 release finds the lock no longer held (a force-unlock that no renewal had seen).
+When Redis does not confirm the release (it is down, or silent past a call's
+timeout), exec says so on stderr, exits with CMD's status without waiting, and
+the lock stays taken until its lease runs out.
 On Linux CMD is killed (SIGKILL) if holdfast dies, even by SIGKILL; its own
 children are not, unless they too ask to die with their parent. Elsewhere a
 killed holdfast leaves CMD running until its lease runs out: stop holdfast with
@@ -312,7 +315,13 @@ func execMain(args []string, _, stderr io.Writer) (int, error) {
 				// ran part of its time without the lock.
 				return exitLost, fmt.Errorf("%s lost while the command ran (%s); the command had exited with status %d", o.what(), message(rerr), code)
 			}
-			if rerr != nil {
+			switch {
+			case errors.Is(rerr, holdfast.ErrReleaseUnconfirmed):
+				// Redis is down or silent: exec does not wait a lease for
+				// it, and says the name stays taken meanwhile.
+				cause := strings.TrimPrefix(message(rerr), message(holdfast.ErrReleaseUnconfirmed)+": ")
+				fmt.Fprintf(stderr, "holdfast: release of %q not confirmed by Redis (%s); the lock stays taken until its lease runs out\n", o.name, cause)
+			case rerr != nil:
 				fmt.Fprintf(stderr, "holdfast: releasing %q: %s\n", o.name, message(rerr))
 			}
 			return code, nil

@@ -25,6 +25,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 
 	"github.com/holdfast/holdfast/lockactor"
+	"github.com/holdfast/holdfast/scripts"
 )
 
 // ScopeName is the instrumentation scope of holdfast's meter.
@@ -202,7 +203,8 @@ func (o *Observer) Ended(t *Times, name string, owner Owner, token uint64, held 
 // callFailed logs a failed script call on name (of owner field and the
 // hold's fencing token, when known: a renewal): a permanent refusal at Warn
 // every time, anything else at most once per name per logEvery.
-func (o *Observer) callFailed(script, name, field string, token uint64, fault lockactor.Fault, err error) {
+func (o *Observer) callFailed(s *scripts.Script, name, field string, token uint64, fault lockactor.Fault, err error) {
+	script := s.Name
 	if fault == lockactor.Permanent {
 		o.log.Warn("holdfast: Redis refused a call", "script", script, "name", name, "cause", err)
 		return
@@ -211,7 +213,8 @@ func (o *Observer) callFailed(script, name, field string, token uint64, fault lo
 		return
 	}
 	level := slog.LevelInfo
-	if script == "renew" {
+	if s.Batch == scripts.RenewBatch {
+		// A hold's lease did not move: it may be lost if this goes on.
 		level = slog.LevelWarn
 	}
 	if field == "" {

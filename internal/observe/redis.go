@@ -2,7 +2,6 @@ package observe
 
 import (
 	"context"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -79,26 +78,28 @@ func (r *Redis) calledIn(ctx context.Context, n int, c scripts.Call, start time.
 		return
 	}
 	fault := r.Classify(err)
-	if c.Script == scripts.RenewScript {
-		// A batch: keys are lock keys, args field, lease pairs.
+	if c.Script.Batch != scripts.NoBatch {
+		// A batch of any kind's holds or waiters: keys are their keys,
+		// args field, lease pairs.
 		for i, k := range c.Keys {
 			var token uint64
 			if ctx != nil {
 				token = renewal.Token(ctx, n, i)
 			}
-			o.callFailed(c.Script.Name, nameOf(k), c.Args[2*i], token, fault, err)
+			o.callFailed(c.Script, c.Script.LockName(k), c.Args[2*i], token, fault, err)
 		}
 		return
 	}
 	if len(c.Keys) > 0 {
-		o.callFailed(c.Script.Name, nameOf(c.Keys[0]), "", 0, fault, err)
+		o.callFailed(c.Script, c.Script.LockName(c.Keys[0]), "", 0, fault, err)
 	}
 }
 
-// renewed counts each hold of a watchdog batch as one renewal.
+// renewed counts each hold of a watchdog batch as one renewal, whichever
+// kind's script renewed it; a batch of waiters' places counts nothing.
 func (r *Redis) renewed(s *scripts.Script, keys int, renewed []bool, err error) {
 	o, bg := r.o, context.Background()
-	if !o.metrics || s != scripts.RenewScript {
+	if !o.metrics || s.Batch != scripts.RenewBatch {
 		return
 	}
 	if err != nil {
@@ -165,15 +166,4 @@ func (r *Redis) RenewMulti(multi renewal.ExecMulti) renewal.ExecMulti {
 		}
 		return out, errs
 	}
-}
-
-// nameOf returns the lock name in a key of holdfast's layout: what its
-// hash tag holds (holdfast:{NAME} or holdfast:{NAME}:suffix). Names may
-// contain '}', so the tag ends at the last one.
-func nameOf(key string) string {
-	i, j := strings.IndexByte(key, '{'), strings.LastIndexByte(key, '}')
-	if i < 0 || j <= i {
-		return key
-	}
-	return key[i+1 : j]
 }

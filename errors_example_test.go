@@ -21,6 +21,8 @@ func Example_errors() {
 			return "ok"
 		case errors.Is(err, holdfast.ErrNotHeld):
 			return "released twice: nothing done"
+		case errors.Is(err, holdfast.ErrReleaseUnconfirmed):
+			return "released here; Redis did not confirm: the key runs out with its lease"
 		case errors.Is(err, holdfast.ErrNoQuorum):
 			return "a RedLock without a majority"
 		case errors.Is(err, holdfast.ErrReleased):

@@ -33,7 +33,8 @@ import (
 //     (within one data generation);
 //   - observers: the leaders an observer tells never go back in term within
 //     one data generation (a leader of the term last told is the same
-//     leader), and their reads' generations never go back;
+//     leader), and their reads' generations never go back; a failed read
+//     is told once (the state read last, with Err) until a read succeeds;
 //
 // and that every observer's latest state equals the leader Redis shows
 // once that has not changed for electionSettle, with no exception for
@@ -45,7 +46,7 @@ func TestElectionProperties(t *testing.T) {
 	if m := os.Getenv(electMutantEnv); m != "" {
 		defer breakElectScript(t, m)()
 	}
-	runs, handovers, regained := 0, 0, 0
+	runs, handovers, regained, failed := 0, 0, 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		p := newElectWorld(rt)
 		rt.Repeat(map[string]func(*rapid.T){
@@ -94,14 +95,17 @@ func TestElectionProperties(t *testing.T) {
 		if p.regained > 0 {
 			regained++
 		}
+		if p.failed > 0 {
+			failed++
+		}
 	})
-	t.Logf("%d of %d runs had an observer told of a second leader; %d told a leader at or below a term it had told, after a data loss",
-		handovers, runs, regained)
+	t.Logf("%d of %d runs had an observer told of a second leader; %d told a leader at or below a term it had told, after a data loss; %d told that a read failed",
+		handovers, runs, regained, failed)
 	if runs >= 20 && handovers == 0 {
 		t.Fatal("no observer ever saw leadership change hands: the runs do not exercise the election")
 	}
-	if runs >= 500 && regained == 0 {
-		t.Fatal("no observer was ever told a leader of a term it had passed: the runs do not exercise roll-backs")
+	if runs >= 500 && (regained == 0 || failed == 0) {
+		t.Fatalf("%d runs told a leader of a term passed, %d a failed read: the runs do not exercise roll-backs and failures", regained, failed)
 	}
 }
 
@@ -133,8 +137,8 @@ type electWorld struct {
 	rollback  time.Time
 	handovers int
 	// regained counts the leaders observers told at or below a term they
-	// had told (only a data loss allows it).
-	regained int
+	// had told (only a data loss allows it); failed the failed reads told.
+	regained, failed int
 }
 
 func newElectWorld(t *rapid.T) *electWorld {
@@ -255,9 +259,22 @@ func (p *electWorld) check(t *rapid.T) {
 		}
 		top = h.token
 	}
-	// Observers: never back in term within a data generation, nor back
-	// in generation.
+	// Observers: a failed read is told once, with the state read last;
+	// never back in term within a data generation, nor back in generation.
 	for _, o := range p.observers {
+		var read holdfast.Leader // the last state told without Err
+		failing := false
+		for i, st := range o.States() {
+			if st.Err != nil {
+				if failing || st.Value != read.Value || st.Term != read.Term {
+					t.Fatalf("observers: an observer told %+v at %v after %+v (told %+v)",
+						st, o.ToldAt(i).Sub(sim.Start), o.States()[max(i-1, 0)], o.States())
+				}
+				failing = true
+				continue
+			}
+			read, failing = st, false
+		}
 		gen, top, topValue := -1, uint64(0), ""
 		for i, st := range o.States() {
 			if st.Err != nil {
@@ -305,6 +322,9 @@ func (p *electWorld) settle(t *rapid.T) {
 	for _, o := range p.observers {
 		top, topValue := uint64(0), ""
 		for _, st := range o.States() {
+			if st.Err != nil {
+				p.failed++
+			}
 			if st.Err != nil || st.Term == 0 {
 				continue
 			}

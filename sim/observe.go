@@ -17,9 +17,13 @@ import (
 // subscribed, when a message comes on the name's channel, when its
 // subscription is re-made (a failover, a healed partition, a lost message:
 // Redis drops pub/sub messages only with their connection, which the
-// pub/sub manager re-makes and resyncs), and when the wait the decisions
-// ask for runs out (the leader's lease, or a backoff after a failed read).
-// Reads do not overlap: a poke during a read asks for one more after it.
+// pub/sub manager re-makes and resyncs; production also reads when the
+// connection breaks, which the World's failovers and restarts stand for by
+// resyncing at once), and when the wait the decisions ask for runs out (the
+// leader's lease, or a backoff after a failed read). Reads do not overlap:
+// a poke during a read asks for one more after it. A read that fails (a
+// timeout, a partition) goes to the decisions as production's does, which
+// tell it once with Err.
 //
 // Where production sends each state on a 1-buffered channel, an Observer
 // keeps every state it told, in order (States), as a reader that keeps up

@@ -46,7 +46,10 @@ import (
 // live leader renews (every third of its lease), that read comes every two
 // thirds of a lease to a whole lease (every 20 to 30 s with the default
 // 30 s lease). A Redis that stops answering without dropping connections (a
-// frozen process) is noticed at the next of those reads.
+// frozen process, a silent network) is noticed at the next of those reads,
+// or once the Redis client drops the connection (rueidis pings a quiet
+// connection and drops it when the ping goes unanswered: within 10 to 20 s
+// with its default ConnWriteTimeout), whichever comes first.
 //
 // Every observer of a name in one Client shares one subscription (with the
 // Client's candidates of the name, too) and one read per change. The
@@ -299,16 +302,23 @@ func replace(ch chan Leader, st Leader) {
 // read reads name's election, bounded by the Client's CallTimeout on its
 // clock. Another kind's name reads as nobody leading.
 func (h *electionHub) read(name string) (electionState, error) {
-	ctx, cancel := context.WithCancel(h.ctx)
-	defer cancel()
-	t := h.cfg.Clock.AfterFunc(h.cfg.CallTimeout, cancel)
+	ctx, cancel := context.WithCancelCause(h.ctx)
+	defer cancel(nil)
+	t := h.cfg.Clock.AfterFunc(h.cfg.CallTimeout, func() { cancel(errNoAnswer) })
 	defer t.Stop()
 	st, err := readElection(ctx, h.cfg.Redis, name)
-	if errors.Is(err, ErrWrongKind) {
+	switch {
+	case errors.Is(err, ErrWrongKind):
 		return electionState{}, nil
+	case err != nil && context.Cause(ctx) == errNoAnswer:
+		// Say why the read ended, not that its context did.
+		return st, fmt.Errorf("%w within %v (CallTimeout)", errNoAnswer, h.cfg.CallTimeout)
 	}
 	return st, err
 }
+
+// errNoAnswer ends a read that Redis did not answer within CallTimeout.
+var errNoAnswer = errors.New("Redis did not answer")
 
 // poke wakes the goroutine behind a 1-buffered channel.
 func poke(ch chan struct{}) {

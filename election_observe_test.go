@@ -119,3 +119,28 @@ func TestObserveSaysWhenRedisCannotBeRead(t *testing.T) {
 		t.Fatalf("once Redis answers again told %+v, want the vacancy without Err", st)
 	}
 }
+
+// TestObserveSaysWhenRedisIsFrozen: with nobody leading, an observer of a
+// server that stops answering without closing its connections (SIGSTOP)
+// tells that it cannot read once the Redis client gives the connection up
+// (rueidis's ping of a quiet connection goes unanswered), and the vacancy
+// once the server runs again.
+func TestObserveSaysWhenRedisIsFrozen(t *testing.T) {
+	srv := redistest.Start(t)
+	obs := newClient(t, srv, holdfast.Config{CallTimeout: time.Second})
+	ch := obs.Observe(t.Context(), "elect-frozen")
+	if st := recv(t, ch, waitFor); st != (holdfast.Leader{}) {
+		t.Fatalf("first state %+v, want nobody", st)
+	}
+	srv.Freeze()
+	frozen := time.Now()
+	st := recv(t, ch, time.Minute)
+	t.Logf("told %v after the freeze: %v", time.Since(frozen).Round(time.Millisecond), st.Err)
+	if st.Err == nil || st.Term != 0 {
+		t.Fatalf("after the freeze told %+v, want the vacancy with Err", st)
+	}
+	srv.Thaw()
+	if st := recv(t, ch, waitFor); st != (holdfast.Leader{}) {
+		t.Fatalf("once Redis answers again told %+v, want the vacancy without Err", st)
+	}
+}

@@ -30,7 +30,12 @@ type LeaderState struct {
 // told too, though its term is not above the last one told: dropping it,
 // as a read that must be stale, would show a leader Redis no longer has
 // until the terms passed the old ones again (for an empty restart, maybe
-// never). A read can only look stale by crossing such a loss.
+// never). A read can only look stale by crossing such a loss: messages only
+// ask for a read (their content is not used, so a late one brings no old
+// state); a read given up on has its reply dropped, never taken for a later
+// one's; and a node that answers after losing its primacy (a deposed
+// master, a split brain) holds writes that Redis discards, a loss of data
+// that the observer follows as such, then the side that survives.
 //
 // A failed read is told once, as the last state read with Err set; the
 // next successful read is told even when its state is the one read before,

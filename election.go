@@ -54,9 +54,17 @@ func (c *Client) Elect(ctx context.Context, name, value string, opts ...Option) 
 
 // Leader is one state of an election: Term 0 (and Value "") when nobody
 // leads.
+//
+// Err is set only on states Observe sends: the observer could not read
+// Redis (Err wraps the read's error), or the channel is about to close for
+// a reason other than the end of Observe's ctx (Err says which). Value and
+// Term are then the last state the observer read, zero if it read none.
+// Client.Leader returns its error beside the Leader, never in it. Leaders
+// compare with ==: every Err Observe sends is a pointer.
 type Leader struct {
 	Value string // what the leader announced
 	Term  uint64 // the leader's fencing token
+	Err   error  // on Observe's states: Redis could not be read, or the observation ends
 }
 
 // Leader reads name's leader now: the zero Leader when nobody leads. A name

@@ -3,6 +3,7 @@ package holdfast
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -14,39 +15,82 @@ import (
 
 // Observe streams name's leadership: the state at subscription first, then
 // every change — a new leader, and Leader{} once nobody leads (the leader
-// resigned, or its lease ran out). Terms never go backwards: a leader older
-// than one already told is never sent, and a reader that falls behind gets
-// the latest state (the channel holds one state, and a newer one replaces
-// it unread: changes in between may be skipped, never reordered). A state
-// may be told twice; a vacancy between a resignation and the next grant may
-// be skipped.
+// resigned, or its lease ran out). A reader that falls behind gets the
+// latest state (the channel holds one state, and a newer one replaces it
+// unread: changes in between may be skipped, never reordered). A state may
+// be told twice; a vacancy between a resignation and the next grant may be
+// skipped.
+//
+// Terms never go backwards while Redis keeps its data: a leader older than
+// one already told is never sent. They go back only across a loss of
+// Redis's data — a failover that lost the last grant can give its term to
+// another leader, a restart without persistence starts terms again at 1 —
+// and Observe then sends the leader Redis holds afterwards, whatever its
+// term: a state that differs from the one told last is news. (Each Client
+// reads a name one read at a time, each read one atomic call, so without
+// such a loss its reads see the terms rise as Redis grants them.)
+//
+// Err tells "Redis cannot be read" from "nobody leads": a read that fails
+// is sent once, as a state with Err set (wrapping the read's error) and
+// Value and Term of the last state read; Observe reads again after a
+// backoff (50 ms, doubling to 1 s) and sends the first state it reads,
+// changed or not. Term 0 with Err nil is a vacancy Redis showed.
 //
 // A grant or a resignation is told within a round trip of its announcement.
 // An expiry is not announced by Redis: Observe learns it at the end of the
 // leader's lease (a timer at its remaining TTL, then a read), so a crashed
 // leader's vacancy is told within a wheel tick and a round trip of its
 // lease's end. While nothing changes nothing is sent, and a Client reads
-// Redis only when a message comes, when its subscription is re-established,
-// and when the TTL it last read runs out: while a live leader renews (every
-// third of its lease), that read comes every two thirds of a lease to a
-// whole lease (every 20 to 30 s with the default 30 s lease).
+// Redis only when a message comes, when its subscription is made, re-made
+// or its connection lost, and when the TTL it last read runs out: while a
+// live leader renews (every third of its lease), that read comes every two
+// thirds of a lease to a whole lease (every 20 to 30 s with the default
+// 30 s lease). A Redis that stops answering without dropping connections (a
+// frozen process, a silent network) is noticed at the next of those reads,
+// or once the Redis client drops the connection (rueidis pings a quiet
+// connection and drops it when the ping goes unanswered: within 10 to 20 s
+// with its default ConnWriteTimeout), whichever comes first.
 //
 // Every observer of a name in one Client shares one subscription (with the
 // Client's candidates of the name, too) and one read per change. The
-// channel closes when ctx ends or the Client closes. Observe on a closed
-// Client, with a bad name or a nil ctx, under LayoutRedisson, or on a Client
-// without a Redis client of its own (the simulator's) returns a channel that
-// is already closed. A name in use as another kind of lock reads as nobody
-// leading.
+// channel closes when ctx ends, with nothing more sent; for any other
+// reason it closes after a last state whose Err says why: ErrClosed when
+// the Client closes (or was closed), and at once ErrInvalidName for a bad
+// name, ErrNotSupported under LayoutRedisson, ErrInvalidOption for a nil
+// ctx or a Client without a Redis client of its own (the simulator's). A
+// name in use as another kind of lock reads as nobody leading.
 func (c *Client) Observe(ctx context.Context, name string) <-chan Leader {
 	ch := make(chan Leader, 1)
-	if ctx == nil || !c.usable() || c.elections == nil || c.cfg.Layout == LayoutRedisson ||
-		scripts.ValidateName(name) != nil {
+	if err := c.observable(ctx, name); err != nil {
+		ch <- Leader{Err: err}
 		close(ch)
 		return ch
 	}
 	c.elections.observe(ctx, name, ch)
 	return ch
+}
+
+// errNoObserver answers Observe on a Client without a Redis client of its
+// own (the simulator's: sim.World.Observe observes there).
+var errNoObserver = fmt.Errorf("%w: Client has no Redis client to observe with", ErrInvalidOption)
+
+// observable checks the arguments of Observe.
+func (c *Client) observable(ctx context.Context, name string) error {
+	switch {
+	case ctx == nil:
+		return fmt.Errorf("%w: nil context", ErrInvalidOption)
+	case !c.usable():
+		return errNoClient
+	case c.elections == nil:
+		return errNoObserver
+	}
+	if err := scripts.ValidateName(name); err != nil {
+		return err
+	}
+	if c.cfg.Layout == LayoutRedisson {
+		return fmt.Errorf("%w: elections under the Redisson layout (Redisson has no such object)", ErrNotSupported)
+	}
+	return nil
 }
 
 // electionHub keeps the Client's observed elections: one subscription, one
@@ -102,6 +146,7 @@ func (h *electionHub) observe(ctx context.Context, name string, ch chan Leader) 
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
+		ch <- Leader{Err: ErrClosed}
 		close(ch)
 		return
 	}
@@ -112,8 +157,9 @@ func (h *electionHub) observe(ctx context.Context, name string, ch chan Leader) 
 		h.names[name] = o
 		// Every event asks for a read: Subscribed (read once Redis would
 		// tell every later change), a message (a grant or resignation), a
-		// Resync (messages may have been lost). Reading after Subscribed
-		// is what makes the first state current.
+		// Resync (messages may have been lost), Lost (the connection
+		// broke: Redis may be gone, which a failed read tells). Reading
+		// after Subscribed is what makes the first state current.
 		o.unsubscribe = h.subs.Subscribe(scripts.Channel(name), func(pubsub.Event) { poke(o.kick) })
 		h.wg.Add(1)
 		go h.run(o)
@@ -121,7 +167,7 @@ func (h *electionHub) observe(ctx context.Context, name string, ch chan Leader) 
 	w := &watcher{ch: ch}
 	o.watchersLocked[w] = struct{}{}
 	if st, ok := o.viewLocked.Told(); ok {
-		ch <- Leader(st)
+		ch <- Leader(st) // the latest state, a failure to read included
 	}
 	w.stop = context.AfterFunc(ctx, func() { h.leave(o, w) })
 }
@@ -151,15 +197,17 @@ func (h *electionHub) endLocked(o *observed) {
 	}
 }
 
-// close closes every observer's channel and waits for the names'
-// goroutines. Idempotent.
+// close sends every observer a last state with ErrClosed, closes its
+// channel, and waits for the names' goroutines. Idempotent.
 func (h *electionHub) close() {
 	h.mu.Lock()
 	if !h.closed {
 		h.closed = true
 		for _, o := range h.names {
+			st, _ := o.viewLocked.Told()
 			for w := range o.watchersLocked {
 				w.stop()
+				replace(w.ch, Leader{Value: st.Value, Term: st.Term, Err: ErrClosed})
 				close(w.ch)
 			}
 			clear(o.watchersLocked)
@@ -193,17 +241,19 @@ func (h *electionHub) run(o *observed) {
 		default:
 		}
 		if err != nil {
-			// Keep the state told; read again after a backoff (a Resync
-			// will poke too once the connection is back).
-			h.armLocked(o, h.cfg.Clock.Now().Add(o.viewLocked.Failed()))
+			// Tell the failure once; read again after a backoff (a
+			// Resync will poke too once the connection is back).
+			tell, next := o.viewLocked.Failed(fmt.Errorf("holdfast: reading the leader of %q: %w", o.name, err))
+			if tell {
+				h.tellLocked(o)
+			}
+			h.armLocked(o, h.cfg.Clock.Now().Add(next))
 			h.mu.Unlock()
 			continue
 		}
 		tell, next, arm := o.viewLocked.Read(lockactor.LeaderState(st.Leader), st.TTL)
 		if tell {
-			for w := range o.watchersLocked {
-				replace(w.ch, st.Leader)
-			}
+			h.tellLocked(o)
 		}
 		switch {
 		case arm:
@@ -213,6 +263,14 @@ func (h *electionHub) run(o *observed) {
 			o.timerLocked.Stop()
 		}
 		h.mu.Unlock()
+	}
+}
+
+// tellLocked sends o's latest state to its observers.
+func (h *electionHub) tellLocked(o *observed) {
+	st, _ := o.viewLocked.Told()
+	for w := range o.watchersLocked {
+		replace(w.ch, Leader(st))
 	}
 }
 
@@ -244,16 +302,23 @@ func replace(ch chan Leader, st Leader) {
 // read reads name's election, bounded by the Client's CallTimeout on its
 // clock. Another kind's name reads as nobody leading.
 func (h *electionHub) read(name string) (electionState, error) {
-	ctx, cancel := context.WithCancel(h.ctx)
-	defer cancel()
-	t := h.cfg.Clock.AfterFunc(h.cfg.CallTimeout, cancel)
+	ctx, cancel := context.WithCancelCause(h.ctx)
+	defer cancel(nil)
+	t := h.cfg.Clock.AfterFunc(h.cfg.CallTimeout, func() { cancel(errNoAnswer) })
 	defer t.Stop()
 	st, err := readElection(ctx, h.cfg.Redis, name)
-	if errors.Is(err, ErrWrongKind) {
+	switch {
+	case errors.Is(err, ErrWrongKind):
 		return electionState{}, nil
+	case err != nil && context.Cause(ctx) == errNoAnswer:
+		// Say why the read ended, not that its context did.
+		return st, fmt.Errorf("%w within %v (CallTimeout)", errNoAnswer, h.cfg.CallTimeout)
 	}
 	return st, err
 }
+
+// errNoAnswer ends a read that Redis did not answer within CallTimeout.
+var errNoAnswer = errors.New("Redis did not answer")
 
 // poke wakes the goroutine behind a 1-buffered channel.
 func poke(ch chan struct{}) {

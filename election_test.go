@@ -281,15 +281,22 @@ func TestObserveSeesEveryChange(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// With the Client.
+	// With the Client: a last state says why, keeping the state read.
 	ch := obs.Observe(ctx, name)
 	recv(t, ch, waitFor)
 	obs.Close()
-	if _, ok := <-ch; ok {
-		t.Fatal("a state after the Client closed")
+	if st := recv(t, ch, waitFor); !errors.Is(st.Err, holdfast.ErrClosed) || st.Term != 0 {
+		t.Fatalf("the last state after the Client closed is %+v, want the vacancy with ErrClosed", st)
 	}
-	if _, ok := <-obs.Observe(ctx, name); ok {
-		t.Fatal("Observe on a closed Client gave a state")
+	if st, ok := <-ch; ok {
+		t.Fatalf("a state after the Client closed's: %+v", st)
+	}
+	ch = obs.Observe(ctx, name)
+	if st, ok := <-ch; !ok || !errors.Is(st.Err, holdfast.ErrClosed) {
+		t.Fatalf("Observe on a closed Client told %+v, %v; want ErrClosed", st, ok)
+	}
+	if _, ok := <-ch; ok {
+		t.Fatal("Observe on a closed Client did not close its channel")
 	}
 }
 
@@ -415,14 +422,30 @@ func TestElectKindsAndInput(t *testing.T) {
 	if _, err := b.Leader(ctx, ""); !errors.Is(err, holdfast.ErrInvalidName) {
 		t.Fatalf("Leader of an empty name: %v", err)
 	}
-	if _, ok := <-b.Observe(ctx, ""); ok {
-		t.Fatal("Observe of an empty name gave a state")
+	for what, c := range map[string]struct {
+		ctx  context.Context
+		name string
+		want error
+	}{
+		"an empty name": {ctx, "", holdfast.ErrInvalidName},
+		"a nil ctx":     {nil, "v", holdfast.ErrInvalidOption},
+	} {
+		ch := b.Observe(c.ctx, c.name)
+		if st, ok := <-ch; !ok || !errors.Is(st.Err, c.want) || st.Term != 0 {
+			t.Fatalf("Observe with %s told %+v, %v; want %v", what, st, ok, c.want)
+		}
+		if _, ok := <-ch; ok {
+			t.Fatalf("Observe with %s did not close its channel", what)
+		}
 	}
 
 	r := newClient(t, srv, holdfast.Config{Layout: holdfast.LayoutRedisson})
 	mustLose(t, r.Elect(ctx, "v", "r"), holdfast.ErrNotSupported)
 	if _, err := r.Leader(ctx, "v"); !errors.Is(err, holdfast.ErrNotSupported) {
 		t.Fatalf("Leader under the Redisson layout: %v", err)
+	}
+	if st := <-r.Observe(ctx, "v"); !errors.Is(st.Err, holdfast.ErrNotSupported) {
+		t.Fatalf("Observe under the Redisson layout told %+v", st)
 	}
 
 	// ForceUnlock deposes the leader: the fence moves past its term,

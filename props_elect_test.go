@@ -22,28 +22,31 @@ import (
 // and cancel; each client and a fourth, observing only, watch the name
 // (sim.World.Observe: production's observer decisions over simulated reads
 // and pub/sub); rapid draws the actions and the faults (time, lease
-// expiry, pauses, failovers, restarts without persistence, partitions, lost
-// pub/sub messages) and checks after every action:
+// expiry, pauses, failovers that may lose the last writes, restarts without
+// persistence, partitions, lost pub/sub messages) and checks after every
+// action:
 //
 //   - one leader: at no instant do two owners validly lead (before the first
 //     data roll-back, which asynchronous replication does not promise to
 //     survive);
 //   - terms: every grant's term is greater than every earlier grant's
 //     (within one data generation);
-//   - observers: every observer's sequence of leaders never goes back in
-//     term, across roll-backs too;
+//   - observers: the leaders an observer tells never go back in term within
+//     one data generation (a leader of the term last told is the same
+//     leader), and their reads' generations never go back; a failed read
+//     is told once (the state read last, with Err) until a read succeeds;
 //
-// and, once the faults stop, that every observer's latest state equals the
-// leader Redis shows once that has not changed for electionSettle (the
-// exception: after a roll-back, Redis may show a leader of a term an
-// observer has passed, which it never goes back to), and nobody leads once
-// every campaign has ended. TestElectionPropertiesCatchBrokenScripts shows
-// the script checks failing on broken scripts.
+// and that every observer's latest state equals the leader Redis shows
+// once that has not changed for electionSettle, with no exception for
+// roll-backs: after a roll-back or an empty restart drawn with "settle"
+// (the faults then stop), once the faults stop at the end, and once every
+// campaign has ended (nobody leads). TestElectionPropertiesCatchBrokenScripts
+// shows the script checks failing on broken scripts.
 func TestElectionProperties(t *testing.T) {
 	if m := os.Getenv(electMutantEnv); m != "" {
 		defer breakElectScript(t, m)()
 	}
-	runs, handovers := 0, 0
+	runs, handovers, regained, failed := 0, 0, 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		p := newElectWorld(rt)
 		rt.Repeat(map[string]func(*rapid.T){
@@ -63,11 +66,11 @@ func TestElectionProperties(t *testing.T) {
 			"resume": func(t *rapid.T) {
 				p.w.Resume(p.clients[rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")])
 			},
-			"failover": func(*rapid.T) {
+			"failover": func(t *rapid.T) {
 				before := p.w.Generation()
 				p.w.Failover()
 				p.w.Revive()
-				p.noteRollback(before)
+				p.noteRollback(t, before)
 			},
 			"restart": func(t *rapid.T) {
 				if rapid.IntRange(0, 3).Draw(t, "rare") != 0 {
@@ -75,7 +78,7 @@ func TestElectionProperties(t *testing.T) {
 				}
 				before := p.w.Generation()
 				p.w.RestartPrimary()
-				p.noteRollback(before)
+				p.noteRollback(t, before)
 			},
 			"partition": func(t *rapid.T) {
 				p.w.Partition(p.clients[rapid.IntRange(0, len(p.clients)-1).Draw(t, "client")])
@@ -89,10 +92,20 @@ func TestElectionProperties(t *testing.T) {
 		if p.handovers > 0 {
 			handovers++
 		}
+		if p.regained > 0 {
+			regained++
+		}
+		if p.failed > 0 {
+			failed++
+		}
 	})
-	t.Logf("%d of %d runs had an observer told of a second leader", handovers, runs)
+	t.Logf("%d of %d runs had an observer told of a second leader; %d told a leader at or below a term it had told, after a data loss; %d told that a read failed",
+		handovers, runs, regained, failed)
 	if runs >= 20 && handovers == 0 {
 		t.Fatal("no observer ever saw leadership change hands: the runs do not exercise the election")
+	}
+	if runs >= 500 && (regained == 0 || failed == 0) {
+		t.Fatalf("%d runs told a leader of a term passed, %d a failed read: the runs do not exercise roll-backs and failures", regained, failed)
 	}
 }
 
@@ -123,6 +136,9 @@ type electWorld struct {
 	// rollback is when the data first rolled back (zero: never).
 	rollback  time.Time
 	handovers int
+	// regained counts the leaders observers told at or below a term they
+	// had told (only a data loss allows it); failed the failed reads told.
+	regained, failed int
 }
 
 func newElectWorld(t *rapid.T) *electWorld {
@@ -190,9 +206,29 @@ func (p *electWorld) cancel(t *rapid.T) {
 	p.w.RunUntilIdle()
 }
 
-func (p *electWorld) noteRollback(before int) {
-	if p.w.Generation() != before && p.rollback.IsZero() {
+// noteRollback records the first data roll-back; after a roll-back drawn
+// with "settle", the faults stop and observers must converge on Redis's
+// leader.
+func (p *electWorld) noteRollback(t *rapid.T, before int) {
+	if p.w.Generation() == before {
+		return
+	}
+	if p.rollback.IsZero() {
 		p.rollback = p.w.Now()
+	}
+	if rapid.Bool().Draw(t, "settle") {
+		p.stopFaults()
+		p.converge(t, "after a data loss")
+	}
+}
+
+// stopFaults heals partitions, stops dropping messages and resumes every
+// client.
+func (p *electWorld) stopFaults() {
+	p.w.Heal()
+	p.w.DropPubSub(0)
+	for _, c := range p.clients {
+		p.w.Resume(c)
 	}
 }
 
@@ -223,15 +259,43 @@ func (p *electWorld) check(t *rapid.T) {
 		}
 		top = h.token
 	}
-	// Observers: never back in term.
+	// Observers: a failed read is told once, with the state read last;
+	// never back in term within a data generation, nor back in generation.
 	for _, o := range p.observers {
-		var top uint64
+		var read holdfast.Leader // the last state told without Err
+		failing := false
 		for i, st := range o.States() {
-			if st.Term != 0 && st.Term < top {
-				t.Fatalf("observers: an observer told %+v at %v after a leader of term %d (told %+v)",
-					st, o.ToldAt(i).Sub(sim.Start), top, o.States())
+			if st.Err != nil {
+				if failing || st.Value != read.Value || st.Term != read.Term {
+					t.Fatalf("observers: an observer told %+v at %v after %+v (told %+v)",
+						st, o.ToldAt(i).Sub(sim.Start), o.States()[max(i-1, 0)], o.States())
+				}
+				failing = true
+				continue
 			}
-			top = max(top, st.Term)
+			read, failing = st, false
+		}
+		gen, top, topValue := -1, uint64(0), ""
+		for i, st := range o.States() {
+			if st.Err != nil {
+				continue
+			}
+			g := o.Generation(i)
+			switch {
+			case g < gen:
+				t.Fatalf("observers: an observer told %+v, read in data generation %d, after a read of generation %d (told %+v)",
+					st, g, gen, o.States())
+			case g > gen:
+				gen, top, topValue = g, 0, ""
+			}
+			if st.Term == 0 {
+				continue
+			}
+			if st.Term < top || st.Term == top && st.Value != topValue {
+				t.Fatalf("observers: an observer told %+v at %v after a leader %q of term %d in data generation %d (told %+v)",
+					st, o.ToldAt(i).Sub(sim.Start), topValue, top, gen, o.States())
+			}
+			top, topValue = st.Term, st.Value
 		}
 	}
 }
@@ -240,23 +304,36 @@ func (p *electWorld) check(t *rapid.T) {
 // state: first with the campaigns left as they are, then once they have
 // all ended (nobody leads).
 func (p *electWorld) settle(t *rapid.T) {
-	p.w.Heal()
-	p.w.DropPubSub(0)
-	for _, c := range p.clients {
-		p.w.Resume(c)
-	}
+	p.stopFaults()
 	p.converge(t, "after the faults stopped")
 	p.check(t)
 	for _, o := range p.observers {
 		seen := 0
 		for _, st := range o.States() {
-			if st.Term != 0 {
+			if st.Term != 0 && st.Err == nil {
 				seen++
 			}
 		}
 		if seen >= 2 {
 			p.handovers++
 			break
+		}
+	}
+	for _, o := range p.observers {
+		top, topValue := uint64(0), ""
+		for _, st := range o.States() {
+			if st.Err != nil {
+				p.failed++
+			}
+			if st.Err != nil || st.Term == 0 {
+				continue
+			}
+			if st.Term < top || st.Term == top && st.Value != topValue {
+				p.regained++
+			}
+			if st.Term >= top {
+				top, topValue = st.Term, st.Value
+			}
 		}
 	}
 	for _, c := range p.campaigns {
@@ -300,21 +377,10 @@ func (p *electWorld) converge(t *rapid.T, when string) {
 		}
 	}
 	for i, o := range p.observers {
-		got, ok := o.Latest()
-		if ok && got == last {
-			continue
+		if got, ok := o.Latest(); !ok || got != last {
+			t.Fatalf("convergence: %s, observer %d shows %+v (told %v) while Redis has shown %+v for %v",
+				when, i, got, o.States(), last, electionSettle)
 		}
-		var top uint64
-		for _, st := range o.States() {
-			top = max(top, st.Term)
-		}
-		// A roll-back may leave Redis at a term an observer has passed:
-		// it does not go back to it.
-		if ok && !p.rollback.IsZero() && last.Term != 0 && last.Term <= top {
-			continue
-		}
-		t.Fatalf("convergence: %s, observer %d shows %+v (told %v) while Redis has shown %+v for %v",
-			when, i, got, o.States(), last, electionSettle)
 	}
 }
 

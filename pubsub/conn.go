@@ -273,7 +273,7 @@ func (m *Manager) takeDirty(sh *shard) (subs, unsubs []string) {
 
 // disconnected forgets the connection's state: nothing is subscribed on it
 // any more, channels without listeners are dropped, and listeners already
-// told Subscribed will be told Resync once their channel is confirmed
+// told Subscribed are told Lost, and Resync once their channel is confirmed
 // again. On a cluster the channels go back to the router: their master may
 // have failed over.
 func (m *Manager) disconnected(sh *shard) {
@@ -289,6 +289,9 @@ func (m *Manager) disconnected(sh *shard) {
 		if len(c.listeners) == 0 {
 			m.dropLocked(c)
 			continue
+		}
+		if !m.closed {
+			m.lostLocked(c)
 		}
 		if m.cluster {
 			m.unplaceLocked(c)

@@ -24,8 +24,10 @@ type events uint8
 func (s events) has(e Event) bool { return s&(1<<e) != 0 }
 
 // deliveryOrder is the order in which one batch of a listener's events is
-// delivered: Subscribed is always first.
-var deliveryOrder = [...]Event{Subscribed, Resync, Message}
+// delivered: Subscribed is always first; a Lost and a Resync that merged
+// come in the order of a loss and its recovery (events are hints: a
+// listener re-checks Redis on either).
+var deliveryOrder = [...]Event{Subscribed, Lost, Resync, Message}
 
 // postLocked queues ev for l and wakes the dispatcher.
 func (m *Manager) postLocked(l *listener, ev Event) {
@@ -50,6 +52,19 @@ func (m *Manager) tellAllLocked(c *channel) {
 		} else {
 			l.toldLocked = true
 			m.postLocked(l, Subscribed)
+		}
+	}
+}
+
+// lostLocked tells c's listeners that were told Subscribed that its
+// connection broke, if the subscription was confirmed on it.
+func (m *Manager) lostLocked(c *channel) {
+	if !c.confirmed {
+		return
+	}
+	for l := range c.listeners {
+		if l.toldLocked {
+			m.postLocked(l, Lost)
 		}
 	}
 }

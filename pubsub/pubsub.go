@@ -8,8 +8,8 @@
 // The first listener of a channel makes the Manager SUBSCRIBE, the last one
 // to leave makes it UNSUBSCRIBE; listeners in between share the subscription.
 // Once Redis confirms a subscription its listeners are told Subscribed; when
-// a connection breaks and the channel is subscribed again, Resync: messages
-// published during the gap are gone, so they must re-check Redis.
+// its connection breaks, Lost; when the channel is subscribed again, Resync:
+// messages published during the gap are gone, so they must re-check Redis.
 //
 // # Transports
 //
@@ -99,6 +99,12 @@ const (
 	// Resync: the connection was lost and re-established and the channel
 	// resubscribed: messages may have been missed, so re-check Redis now.
 	Resync
+	// Lost: the connection that carried the channel's subscription broke
+	// (Redis restarted or went away, or the network failed); messages are
+	// missed until Resync. Only a listener told Subscribed is told Lost. A
+	// listener that needs no more than Resync may ignore it; one that
+	// reports whether Redis can be reached reads Redis now.
+	Lost
 )
 
 func (e Event) String() string {
@@ -109,6 +115,8 @@ func (e Event) String() string {
 		return "Message"
 	case Resync:
 		return "Resync"
+	case Lost:
+		return "Lost"
 	}
 	return "Event(?)"
 }
@@ -267,7 +275,7 @@ func New(cfg Config) *Manager {
 // removes it. The first listener of a channel makes the Manager SUBSCRIBE,
 // the last removal makes it UNSUBSCRIBE. fn is first called with Subscribed
 // once Redis has confirmed the subscription (soon, if it already had), then
-// with Message and Resync; see the package doc for the guarantees. fn is
+// with Message, Lost and Resync; see the package doc for the guarantees. fn is
 // called from the Manager's dispatcher goroutine and must not block.
 //
 // The returned function is idempotent and safe to call from any goroutine

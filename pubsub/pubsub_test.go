@@ -40,11 +40,17 @@ const waitFor = 10 * time.Second
 type recorder struct {
 	ch       chan pubsub.Event
 	overflow atomic.Bool
+	// lost records Lost too (most tests follow Resync alone, as the lock
+	// actors do).
+	lost bool
 }
 
 func newRecorder() *recorder { return &recorder{ch: make(chan pubsub.Event, 256)} }
 
 func (r *recorder) fn(ev pubsub.Event) {
+	if ev == pubsub.Lost && !r.lost {
+		return
+	}
 	select {
 	case r.ch <- ev:
 	default:
@@ -610,6 +616,34 @@ func testResyncAfterRestart(t *testing.T, dedicated bool) {
 	if n := m.Channels(); n != 3 {
 		t.Fatalf("Channels() = %d, want 3", n)
 	}
+}
+
+// TestLostWhenTheConnectionBreaks: a listener told Subscribed is told Lost
+// when Redis goes away, once, and Resync when it is back; a listener that
+// joins while Redis is away is told neither, only Subscribed.
+func TestLostWhenTheConnectionBreaks(t *testing.T) { onBoth(t, testLostWhenTheConnectionBreaks) }
+
+func testLostWhenTheConnectionBreaks(t *testing.T, dedicated bool) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv, dedicated)
+	a := newRecorder()
+	a.lost = true
+	defer m.Subscribe("lost:a", a.fn)()
+	a.expect(t, pubsub.Subscribed)
+	srv.Kill()
+	a.expect(t, pubsub.Lost)
+	eventually(t, "disconnected", func() bool { return !pubsub.Connected(m) })
+	late := newRecorder()
+	late.lost = true
+	defer m.Subscribe("lost:late", late.fn)()
+	time.Sleep(300 * time.Millisecond) // reconnect attempts fail meanwhile
+	a.expectNone(t)
+	late.expectNone(t)
+	srv.Restart()
+	a.expect(t, pubsub.Resync)
+	late.expect(t, pubsub.Subscribed)
+	a.expectNone(t)
+	late.expectNone(t)
 }
 
 // TestReconnectWaitsForTheInjectedClock: the reconnect backoff runs on the

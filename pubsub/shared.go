@@ -121,6 +121,9 @@ func (m *Manager) receiveRound(ctx context.Context, c *channel, round uint64) (e
 		// rueidis tries again on a new one.
 		m.mu.Lock()
 		if c.round == round {
+			if err != nil && ctx.Err() == nil {
+				m.lostLocked(c)
+			}
 			c.confirmed = false
 		}
 		m.mu.Unlock()

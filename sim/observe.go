@@ -17,20 +17,29 @@ import (
 // subscribed, when a message comes on the name's channel, when its
 // subscription is re-made (a failover, a healed partition, a lost message:
 // Redis drops pub/sub messages only with their connection, which the
-// pub/sub manager re-makes and resyncs), and when the wait the decisions
-// ask for runs out (the leader's lease, or a backoff after a failed read).
-// Reads do not overlap: a poke during a read asks for one more after it.
+// pub/sub manager re-makes and resyncs; production also reads when the
+// connection breaks, which the World's failovers and restarts stand for by
+// resyncing at once), and when the wait the decisions ask for runs out (the
+// leader's lease, or a backoff after a failed read). Reads do not overlap:
+// a poke during a read asks for one more after it. A read that fails (a
+// timeout, a partition) goes to the decisions as production's does, which
+// tell it once with Err.
 //
 // Where production sends each state on a 1-buffered channel, an Observer
 // keeps every state it told, in order (States), as a reader that keeps up
-// would see them.
+// would see them — a failed read's state (Err set) included — with when it
+// was told and the data generation its read ran in (Generation).
 type Observer struct {
 	c    *engine
 	name string
 	view lockactor.Observer
-	// told holds every state told, in order; at is when each was told.
-	told []holdfast.Leader
-	at   []time.Time
+	// told holds every state told, in order; at is when each was told,
+	// gen the data generation of the read that told it (for a failed
+	// read, of the last read that succeeded; -1 before any).
+	told    []holdfast.Leader
+	at      []time.Time
+	gen     []int
+	lastGen int
 	// reading: a read is in flight; again: a poke came meanwhile.
 	reading, again bool
 	// timerGen tells the current arming of the re-read timer from
@@ -50,7 +59,7 @@ func (w *World) Observe(c *holdfast.Client, name string) *Observer {
 	if err := scripts.ValidateName(name); err != nil {
 		panic(fmt.Sprintf("sim: Observe(%q): %v", name, err))
 	}
-	o := &Observer{c: sc, name: name}
+	o := &Observer{c: sc, name: name, lastGen: -1}
 	sc.observers = append(sc.observers, o)
 	// Subscribed: read once Redis would tell every later change.
 	w.at(w.now.Add(w.delay()), sc, o.poke)
@@ -68,6 +77,11 @@ func (o *Observer) Latest() (holdfast.Leader, bool) {
 
 // ToldAt returns when o told its i-th state (World time).
 func (o *Observer) ToldAt(i int) time.Time { return o.at[i] }
+
+// Generation returns the data generation (World.Generation) in which the
+// read that told o's i-th state ran; for a failed read, that of the last
+// read that succeeded before it (-1: none).
+func (o *Observer) Generation(i int) int { return o.gen[i] }
 
 // Reads reports how many reads o sent.
 func (o *Observer) Reads() int { return o.reads }
@@ -99,13 +113,21 @@ func (o *Observer) poke() {
 			return
 		}
 		st, ttl, err := decodeElectRead(r)
-		if f != lockactor.NoFault || err != nil {
-			o.arm(o.c.now().Add(o.view.Failed()))
+		if f != lockactor.NoFault && err == nil {
+			err = fmt.Errorf("elect_read answered %v", r)
+		}
+		if err != nil {
+			// As production's, a pointer: states compare with ==.
+			tell, next := o.view.Failed(fmt.Errorf("sim: reading the leader of %q: %w", o.name, err))
+			if tell {
+				o.record()
+			}
+			o.arm(o.c.now().Add(next))
 		} else {
+			o.lastGen = o.c.execGen
 			tell, next, arm := o.view.Read(lockactor.LeaderState(st), ttl)
 			if tell {
-				o.told = append(o.told, st)
-				o.at = append(o.at, w.now)
+				o.record()
 			}
 			if arm {
 				o.arm(sent.Add(next))
@@ -118,6 +140,14 @@ func (o *Observer) poke() {
 			o.poke()
 		}
 	})
+}
+
+// record keeps the state o's decisions just told.
+func (o *Observer) record() {
+	st, _ := o.view.Told()
+	o.told = append(o.told, holdfast.Leader(st))
+	o.at = append(o.at, o.c.w.now)
+	o.gen = append(o.gen, o.lastGen)
 }
 
 // arm has o read again when its client's clock reads t.

@@ -30,10 +30,12 @@ Options (before or after NAME):
   --watch       print the current state, then a line at every change (a new
                 leader; nobody, once a leader resigns or its lease runs out), until
                 interrupted (SIGINT, SIGTERM: exit 0). A leader is never followed
-                by an older one; changes closer together than a round trip may be
-                merged into the latest one. While Redis cannot be read (it reads it
-                every 2s), the watch says so once on stderr, and again when Redis
-                answers; it goes on watching.
+                by an older one, unless Redis lost its data (a failover that lost
+                the last grant, a restart without persistence: terms may start
+                again); changes closer together than a round trip may be merged
+                into the latest one. When Redis cannot be read (its connection
+                broke, or a read failed), the watch says so once on stderr, and
+                again when Redis answers; it goes on watching.
 
 Output lines: "VALUE (term N)", or "nobody leads". A name in use as another kind
 of lock is an error (exit 1).
@@ -46,16 +48,6 @@ type leaderLine struct {
 	Value   string `json:"value"`
 	Term    uint64 `json:"term"`
 }
-
-// The watch's health read: how often it reads Redis beside the
-// observation (which is silent while Redis is unreachable), and how long
-// it waits for an answer: long enough that a busy but live Redis is not
-// reported unreachable (a server that is down refuses at once). One read
-// is in flight at a time.
-const (
-	leaderProbeEvery   = 2 * time.Second
-	leaderProbeTimeout = 5 * time.Second
-)
 
 func leaderMain(args []string, stdout, stderr io.Writer) (int, error) {
 	fs := newFlagSet("leader")
@@ -112,40 +104,32 @@ func leaderMain(args []string, stdout, stderr io.Writer) (int, error) {
 	defer stop()
 	states := c.Observe(wctx, name)
 	// Observe's first state is read after its subscription, so it is at
-	// least as new as now: print it, and then only what differs.
+	// least as new as now: print it, and then only what differs. A state
+	// with Err says that Redis cannot be read (said once on stderr); the
+	// next state without says that it answers again.
 	var last holdfast.Leader
-	printed := false
-	probes := time.NewTicker(leaderProbeEvery)
-	defer probes.Stop()
-	// probed carries the answer of the one health read in flight, whose
-	// goroutine ends within leaderProbeTimeout (or at wctx's end).
-	probed := make(chan error, 1)
-	probing, down := false, false
+	var lastErr error
+	printed, down := false, false
 	for {
 		select {
-		case <-probes.C:
-			if !probing {
-				probing = true
-				go func() {
-					ctx, cancel := context.WithTimeout(wctx, leaderProbeTimeout)
-					defer cancel()
-					_, err := c.Leader(ctx, name)
-					probed <- err
-				}()
-			}
-		case err := <-probed:
-			probing = false
-			switch {
-			case err != nil && !down:
-				down = true
-				fmt.Fprintf(stderr, "holdfast leader: cannot read %q from Redis (%v); still watching\n", name, err)
-			case err == nil && down:
-				down = false
-				fmt.Fprintf(stderr, "holdfast leader: Redis answers again; watching %q\n", name)
-			}
 		case l, ok := <-states:
+			if !ok && lastErr != nil {
+				return exitFailure, fmt.Errorf("leader: the observation ended: %w", lastErr)
+			}
 			if !ok {
 				return exitFailure, errors.New("leader: the observation ended")
+			}
+			if l.Err != nil {
+				lastErr = l.Err
+				if !down {
+					down = true
+					fmt.Fprintf(stderr, "holdfast leader: cannot read %q from Redis (%v); still watching\n", name, cause(l.Err))
+				}
+				continue
+			}
+			if down {
+				down = false
+				fmt.Fprintf(stderr, "holdfast leader: Redis answers again; watching %q\n", name)
 			}
 			if printed && l == last {
 				continue
@@ -158,6 +142,15 @@ func leaderMain(args []string, stdout, stderr io.Writer) (int, error) {
 			return 0, nil
 		}
 	}
+}
+
+// cause is what an observer's Err wraps: the read's own error, without the
+// name the watch's message already gives.
+func cause(err error) error {
+	if inner := errors.Unwrap(err); inner != nil {
+		return inner
+	}
+	return err
 }
 
 // leaderText is one state as a plain line.

@@ -211,7 +211,8 @@ func TestLeaderWatchPlain(t *testing.T) {
 
 // TestLeaderWatchSaysWhenRedisIsUnreachable: a watch whose Redis goes away
 // says so on stderr, once, goes on watching, and says when Redis answers
-// again; the states it prints on stdout are unchanged.
+// again; once Redis is back empty, it prints the new leader though its term
+// (1) is below the one it printed before the loss.
 func TestLeaderWatchSaysWhenRedisIsUnreachable(t *testing.T) {
 	srv := redistest.Start(t)
 	cmd, sc, errPipe := startQuietWatch(t, srv)
@@ -223,37 +224,71 @@ func TestLeaderWatchSaysWhenRedisIsUnreachable(t *testing.T) {
 			stderr <- sc.Text()
 		}
 	}()
-	next := func(what string) string {
+	stdout := make(chan string, 16) // closer: the reader below
+	go func() {
+		defer close(stdout)
+		for sc.Scan() {
+			stdout <- sc.Text()
+		}
+	}()
+	next := func(ch <-chan string, what string) string {
 		t.Helper()
 		select {
-		case line := <-stderr:
+		case line := <-ch:
 			return line
 		case <-time.After(15 * time.Second):
-			t.Fatalf("no stderr line for %s", what)
+			t.Fatalf("no line for %s", what)
 		}
 		panic("unreachable")
+	}
+	c, err := holdfast.New(holdfast.Config{Redis: srv.Client(t), WatchdogTimeout: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	first := elect(t, c, "quiet", "a")
+	if line := next(stdout, "the first leader"); line != "a (term 1)" {
+		t.Fatalf("stdout %q, want a (term 1)", line)
+	}
+	first.Release(context.Background())
+	if line := next(stdout, "the resignation"); line != "nobody leads" {
+		t.Fatalf("stdout %q, want nobody leads", line)
+	}
+	elect(t, c, "quiet", "b")
+	if line := next(stdout, "the second leader"); line != "b (term 2)" {
+		t.Fatalf("stdout %q, want b (term 2)", line)
 	}
 	select {
 	case line := <-stderr:
 		t.Fatalf("stderr while Redis answers: %q", line)
-	case <-time.After(3 * time.Second): // more than one health read
+	default:
 	}
+
 	srv.Kill()
-	if line := next("Redis gone"); !strings.Contains(line, `cannot read "quiet" from Redis`) {
+	if line := next(stderr, "Redis gone"); !strings.Contains(line, `cannot read "quiet" from Redis`) {
 		t.Fatalf("stderr %q, want that Redis cannot be read", line)
 	}
 	select {
 	case line := <-stderr:
 		t.Fatalf("a second line while Redis is away: %q", line)
+	case line := <-stdout:
+		t.Fatalf("stdout while Redis is away: %q", line)
 	case <-time.After(3 * time.Second):
 	}
-	srv.Restart()
-	if line := next("Redis back"); !strings.Contains(line, "Redis answers again") {
+	srv.Restart() // empty: b's hold is gone, and terms start again at 1
+	if line := next(stderr, "Redis back"); !strings.Contains(line, "Redis answers again") {
 		t.Fatalf("stderr %q, want that Redis answers again", line)
 	}
+	if line := next(stdout, "the vacancy after the restart"); line != "nobody leads" {
+		t.Fatalf("stdout %q, want nobody leads", line)
+	}
+	elect(t, c, "quiet", "c")
+	if line := next(stdout, "the leader after the restart"); line != "c (term 1)" {
+		t.Fatalf("stdout %q, want c (term 1)", line)
+	}
 	cmd.Process.Signal(syscall.SIGTERM)
-	if sc.Scan() {
-		t.Fatalf("more output on stdout: %q", sc.Text())
+	if line, ok := <-stdout; ok {
+		t.Fatalf("more output on stdout: %q", line)
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("watch ended with %v after SIGTERM, want exit 0", err)

@@ -263,11 +263,11 @@ func (r *results) printMarkdown(w io.Writer, e *env) {
 	fmt.Fprintf(w, "# holdfast benchmark\n\n%s.\n\n", r.settings)
 	r.printTable(w, e.libs, allRows())
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "## Issue 17")
+	fmt.Fprintln(w, "## Summary")
 	fmt.Fprintln(w)
-	r.printIssue17(w, e)
+	r.printSummary(w, e)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "## Goals (issue 4)")
+	fmt.Fprintln(w, "## Checks")
 	fmt.Fprintln(w)
 	for _, g := range r.goals() {
 		fmt.Fprintf(w, "- %s\n", g)
@@ -284,7 +284,7 @@ func (r *results) printMarkdown(w io.Writer, e *env) {
 
 // noteRatios notes, round by round, a reference's figure and holdfast's as
 // multiples of the same round's figure of versus ("best peer": the best of
-// the peers in that round). A goal of holdfast ≥ k× versus is within reach
+// the peers in that round). A target of holdfast ≥ k× versus is within reach
 // of any client of holdfast's protocol in a round only if the reference, a
 // floor of that protocol, is at k× or above.
 func (e *env) noteRatios(scenario, metric, ref, versus string) {

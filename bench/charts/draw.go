@@ -158,13 +158,18 @@ var sizes = []struct {
 // one line per library that has it, on log-log axes. prefix is "scale-" or
 // "scale-cluster-".
 func bySize(s *Set, p *plot.Plot, prefix, metric string, libs []string) (int, error) {
-	lines := 0
+	lines, lostAny := 0, false
 	for _, lib := range libs {
-		var pts plotter.XYs
+		var pts, lost plotter.XYs
 		for _, sz := range sizes {
 			f, ok := s.Get(prefix+sz.name, lib, metric)
-			if ok && f.Value > 0 {
-				pts = append(pts, plotter.XY{X: sz.n, Y: f.Value})
+			if !ok || f.Value <= 0 {
+				continue
+			}
+			pt := plotter.XY{X: sz.n, Y: f.Value}
+			pts = append(pts, pt)
+			if l, ok := s.Get(prefix+sz.name, lib, "lost_holds"); ok && l.Value > 0 {
+				lost = append(lost, pt)
 			}
 		}
 		if len(pts) == 0 {
@@ -179,7 +184,31 @@ func bySize(s *Set, p *plot.Plot, prefix, metric string, libs []string) (int, er
 		sc.Shape = draw.CircleGlyph{}
 		p.Add(l, sc)
 		p.Legend.Add(lib, l, sc)
+		if len(lost) > 0 {
+			// A run that lost holds did not reach a steady state there:
+			// its points are drawn as rings on white.
+			bg, err := plotter.NewScatter(lost)
+			if err != nil {
+				return lines, err
+			}
+			bg.Color, bg.Shape, bg.Radius = color.White, draw.CircleGlyph{}, vg.Points(3.5)
+			ring, err := plotter.NewScatter(lost)
+			if err != nil {
+				return lines, err
+			}
+			ring.Color, ring.Shape, ring.Radius = colors[lib], draw.RingGlyph{}, vg.Points(4)
+			p.Add(bg, ring)
+			lostAny = true
+		}
 		lines++
+	}
+	if lostAny {
+		ring, err := plotter.NewScatter(plotter.XYs{{X: 1_000, Y: 1}})
+		if err != nil {
+			return lines, err
+		}
+		ring.Color, ring.Shape, ring.Radius = grey, draw.RingGlyph{}, vg.Points(4)
+		p.Legend.Add("holds were lost", ring)
 	}
 	p.X.Scale = plot.LogScale{}
 	p.X.Tick.Marker = plot.ConstantTicks([]plot.Tick{{Value: 1_000, Label: "1,000"}, {Value: 10_000, Label: "10,000"}, {Value: 100_000, Label: "100,000"}})

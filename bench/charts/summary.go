@@ -27,6 +27,12 @@ var SummaryRows = []Row{
 	{"last of 100 waiters served after release (ms)", "waiting", "drain_ms"},
 	{"renewal calls/s, 100,000 locks held", "renewal", "renewal_commands_per_s"},
 	{"heap per quiet hold, 100,000 held (bytes)", "renewal", "heap_bytes_per_lock"},
+	{"holds lost, 100,000 held", "renewal", "lost_holds"},
+	{"holds per renewal call, 10,000 held, one server", "scale-10k", "holds_per_script_call"},
+	{"heap per quiet hold, 10,000 held, one server (bytes)", "scale-10k", "heap_bytes_per_lock"},
+	{"holds lost, 10,000 held, one server", "scale-10k", "lost_holds"},
+	{"holds per renewal call, 10,000 held, cluster", "scale-cluster-10k", "holds_per_script_call"},
+	{"holds lost, 10,000 held, cluster", "scale-cluster-10k", "lost_holds"},
 	{"holds per renewal call, 100,000 held, one server", "scale-100k", "holds_per_script_call"},
 	{"holds per renewal call, 100,000 held, cluster", "scale-cluster-100k", "holds_per_script_call"},
 	{"commands while 10,000 waiters wait 3 s", "scale-waiters", "waiter_commands"},
@@ -70,12 +76,15 @@ func withSpread(f Figure) string {
 	return fmt.Sprintf("%s (%s–%s)", number(f.Value), number(f.Min), number(f.Max))
 }
 
-// ratioCell is "1.27× (1.20–1.31)", the peer's figure when holdfast's is
-// zero, or "–" when the peer was not measured.
+// ratioCell is "1.27× (1.20–1.31)"; "0 vs N" when holdfast's figure is
+// zero, "peer N" when the peer's is, "–" when the peer was not measured.
 func ratioCell(s *Set, r Row, peer string) string {
 	pf, ok := s.Get(r.Scenario, peer, r.Metric)
 	if !ok {
 		return "–"
+	}
+	if hf, _ := s.Get(r.Scenario, Holdfast, r.Metric); hf.Value == 0 {
+		return fmt.Sprintf("0 vs %s", number(pf.Value))
 	}
 	q, ok := s.RatioTo(r.Scenario, r.Metric, peer)
 	if !ok {

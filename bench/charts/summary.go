@@ -33,8 +33,6 @@ var SummaryRows = []Row{
 	{"holds lost, 10,000 held, one server", "scale-10k", "lost_holds"},
 	{"holds per renewal call, 10,000 held, cluster", "scale-cluster-10k", "holds_per_script_call"},
 	{"holds lost, 10,000 held, cluster", "scale-cluster-10k", "lost_holds"},
-	{"holds per renewal call, 100,000 held, one server", "scale-100k", "holds_per_script_call"},
-	{"holds per renewal call, 100,000 held, cluster", "scale-cluster-100k", "holds_per_script_call"},
 	{"commands while 10,000 waiters wait 3 s", "scale-waiters", "waiter_commands"},
 	{"heap per Client (bytes)", "clients", "heap_bytes_per_client"},
 	{"leader handover p50 (µs)", "election", "handover_p50_us"},

@@ -3,7 +3,7 @@
 //
 //	cd bench
 //	go run . -json /tmp/bench.json
-//	go run ./cmd/charts -in /tmp/bench.json -out ../docs/img -summary
+//	go run ./cmd/charts -in /tmp/bench.json -out ../docs/bench -summary
 package main
 
 import (
@@ -16,7 +16,7 @@ import (
 
 func main() {
 	in := flag.String("in", "", "the JSON a bench run wrote with -json (required)")
-	out := flag.String("out", "../docs/img", "directory the SVG files are written to")
+	out := flag.String("out", "../docs/bench", "directory the SVG files are written to")
 	summary := flag.Bool("summary", false, "also print the summary table (markdown) to stdout")
 	flag.Parse()
 	if *in == "" || flag.NArg() > 0 {

@@ -5,7 +5,7 @@ import (
 	"time"
 )
 
-// renewalSetup is what the S4 goal is computed from, set by runRenewal.
+// renewalSetup is what the renewal check is computed from, set by runRenewal.
 var renewalSetup struct {
 	held     int
 	watchdog time.Duration
@@ -58,14 +58,15 @@ func (r *results) bestPeer(scenario, metric string, higher bool) (float64, strin
 	return best, who, found
 }
 
-// goals checks holdfast against the targets of issue 4.
+// goals checks holdfast, scenario by scenario, against what it should do
+// better than its peers and its own floors.
 func (r *results) goals() []string {
 	var out []string
 	missing := func(name, what string) { out = append(out, fmt.Sprintf("%s: not measured (%s missing)", name, what)) }
 
-	// S1
+	// uncontended: throughput against the peers and the EVALSHA ceiling.
 	if hf, ok := r.get("uncontended", libHoldfast, "cycles_per_s"); !ok {
-		missing("S1 uncontended", "holdfast cycles_per_s")
+		missing("uncontended", "holdfast cycles_per_s")
 	} else {
 		var cs []check
 		if peer, who, ok := r.bestPeer("uncontended", "cycles_per_s", true); ok {
@@ -74,12 +75,12 @@ func (r *results) goals() []string {
 		if es, ok := r.get("ceiling", refBenchmark, "evalsha_per_s"); ok {
 			cs = append(cs, check{hf >= 0.6*es/2, fmt.Sprintf("%.0f cycles/s vs EVALSHA ceiling %.0f/2 = %.0f%% (want ≥ 60%%)", hf, es, 100*hf/(es/2))})
 		}
-		out = append(out, r.line("S1 uncontended", cs))
+		out = append(out, r.line("uncontended", cs))
 	}
 
-	// S2
+	// hotlock: handoffs, fairness, tail in round trips, commands.
 	if hf, ok := r.get("hotlock", libHoldfast, "handoffs_per_s"); !ok {
-		missing("S2 hotlock", "holdfast handoffs_per_s")
+		missing("hotlock", "holdfast handoffs_per_s")
 	} else {
 		var cs []check
 		if peer, who, ok := r.bestPeer("hotlock", "handoffs_per_s", true); ok {
@@ -100,12 +101,12 @@ func (r *results) goals() []string {
 		if cmds, ok := r.get("hotlock", libHoldfast, "commands_per_handoff"); ok {
 			cs = append(cs, check{cmds <= 3, fmt.Sprintf("%.2f commands/handoff (want ≤ 3)", cmds)})
 		}
-		out = append(out, r.line("S2 hotlock", cs))
+		out = append(out, r.line("hotlock", cs))
 	}
 
-	// S3
+	// waiting: what waiters cost while they wait, and how fast they drain.
 	if hf, ok := r.get("waiting", libHoldfast, "waiter_commands"); !ok {
-		missing("S3 waiting", "holdfast waiter_commands")
+		missing("waiting", "holdfast waiter_commands")
 	} else {
 		var cs []check
 		if peer, who, ok := r.bestPeer("waiting", "waiter_commands", false); ok {
@@ -116,12 +117,12 @@ func (r *results) goals() []string {
 				cs = append(cs, check{d <= peer/3, fmt.Sprintf("drain %.1f ms vs best peer %s %.1f ms = %.2f× (want ≤ 1/3)", d, who, peer, d/peer)})
 			}
 		}
-		out = append(out, r.line("S3 waiting", cs))
+		out = append(out, r.line("waiting", cs))
 	}
 
-	// S4
+	// renewal: commands per second for the holds, heap, losses.
 	if rate, ok := r.get("renewal", libHoldfast, "renewal_commands_per_s"); !ok || renewalSetup.held == 0 {
-		missing("S4 renewal", "holdfast renewal_commands_per_s")
+		missing("renewal", "holdfast renewal_commands_per_s")
 	} else {
 		limit := 1.1 * float64(renewalSetup.held) / (renewalSetup.watchdog / 3).Seconds() / 100
 		cs := []check{{rate <= limit, fmt.Sprintf("%.1f renewal commands/s for %d locks (want ≤ %.1f = 1.1 × %d/%v/100)", rate, renewalSetup.held, limit, renewalSetup.held, renewalSetup.watchdog/3)}}
@@ -131,12 +132,12 @@ func (r *results) goals() []string {
 		if l, ok := r.get("renewal", libHoldfast, "lost_holds"); ok {
 			cs = append(cs, check{l == 0, fmt.Sprintf("%.0f lost holds (want 0)", l)})
 		}
-		out = append(out, r.line("S4 renewal", cs))
+		out = append(out, r.line("renewal", cs))
 	}
 
-	// S6
+	// timerwheel: against time.AfterFunc.
 	if ns, ok := r.get("timerwheel", libHoldfast, "ns_per_op"); !ok {
-		missing("S6 timerwheel", "holdfast ns_per_op")
+		missing("timerwheel", "holdfast ns_per_op")
 	} else {
 		var cs []check
 		if af, ok := r.get("timerwheel", refAfterFunc, "ns_per_op"); ok {
@@ -147,7 +148,7 @@ func (r *results) goals() []string {
 		if ok1 && ok2 {
 			cs = append(cs, check{b < ab, fmt.Sprintf("%.0f B/op vs time.AfterFunc %.0f B/op (want fewer)", b, ab)})
 		}
-		out = append(out, r.line("S6 timerwheel", cs))
+		out = append(out, r.line("timerwheel", cs))
 	}
 	return out
 }

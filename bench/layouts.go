@@ -22,7 +22,7 @@ import (
 //     [w]COUNT:TOKEN:FIELD: a grant is EXISTS of the key and the fair queue,
 //     INCR, SET PX; a final release GET, DEL (the waiter mark is in the
 //     value); 7 commands a cycle with the two EVALSHAs.
-//   - hash: the data model before it (issue 40), a hash field OWNER ->
+//   - hash: the data model before it, a hash field OWNER ->
 //     count with a separate waiter-mark key: EXISTS of the hash, the fair
 //     queue and the old per-name counter, HINCRBY, INCR, PEXPIRE; HGET,
 //     HDEL, EXISTS of the hash and the mark; 9 commands.

@@ -1,6 +1,6 @@
 // Command bench compares holdfast with redsync, redislock and rueidislock on
-// one Redis server, scenario by scenario, and checks holdfast against the
-// goals of the project's issues 4 and 17. See README.md.
+// one Redis server, scenario by scenario, and checks holdfast against its
+// targets. See README.md.
 //
 // Every scenario runs each library in turn against the same server in the
 // same run, interleaved over several rounds (the order rotates each round),
@@ -93,7 +93,7 @@ func run() int {
 	redisAddr := flag.String("redis", "", "address of a loopback Redis to use (default: start redis-server on a free loopback port)")
 	quick := flag.Bool("quick", false, "a shorter run, all of it within 5 minutes")
 	jsonOut := flag.String("json", "", "write every figure to this file as a JSON array")
-	mdOut := flag.String("markdown", "", "write the issue 17 section (run facts, figures, goals) to this file, replacing the section between its markers if it has them (e.g. ../docs/benchmarks.md)")
+	mdOut := flag.String("markdown", "", "write the summary section (run facts, key figures, targets) to this file: a new file, or between its markers if it has them")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file (samples are labelled scenario= and library=)")
 	only := flag.String("only", "", "comma-separated scenarios to run (default: all)")
 	libs := flag.String("libs", strings.Join(allLibs, ","), "comma-separated libraries to compare")

@@ -18,6 +18,11 @@ type figure struct {
 	Metric   string  `json:"metric"`
 	Value    float64 `json:"value"`
 	Unit     string  `json:"unit"`
+	// Rounds are the value of each round the median was taken from, in
+	// the order they ran; Min and Max their spread.
+	Rounds []float64 `json:"rounds,omitempty"`
+	Min    float64   `json:"min"`
+	Max    float64   `json:"max"`
 }
 
 // units of every metric.
@@ -139,7 +144,15 @@ func (r *results) figures() []figure {
 	var out []figure
 	for _, k := range r.order {
 		v, _ := r.get(k.scenario, k.library, k.metric)
-		out = append(out, figure{k.scenario, k.library, k.metric, round3(v), units[k.metric]})
+		f := figure{Scenario: k.scenario, Library: k.library, Metric: k.metric, Value: round3(v), Unit: units[k.metric]}
+		s := r.samples[k]
+		f.Min, f.Max = s[0], s[0]
+		for _, x := range s {
+			f.Rounds = append(f.Rounds, round3(x))
+			f.Min, f.Max = min(f.Min, x), max(f.Max, x)
+		}
+		f.Min, f.Max = round3(f.Min), round3(f.Max)
+		out = append(out, f)
 	}
 	return out
 }
@@ -250,11 +263,11 @@ func (r *results) printMarkdown(w io.Writer, e *env) {
 	fmt.Fprintf(w, "# holdfast benchmark\n\n%s.\n\n", r.settings)
 	r.printTable(w, e.libs, allRows())
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "## Issue 17")
+	fmt.Fprintln(w, "## Summary")
 	fmt.Fprintln(w)
-	r.printIssue17(w, e)
+	r.printSummary(w, e)
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "## Goals (issue 4)")
+	fmt.Fprintln(w, "## Checks")
 	fmt.Fprintln(w)
 	for _, g := range r.goals() {
 		fmt.Fprintf(w, "- %s\n", g)
@@ -271,7 +284,7 @@ func (r *results) printMarkdown(w io.Writer, e *env) {
 
 // noteRatios notes, round by round, a reference's figure and holdfast's as
 // multiples of the same round's figure of versus ("best peer": the best of
-// the peers in that round). A goal of holdfast ≥ k× versus is within reach
+// the peers in that round). A target of holdfast ≥ k× versus is within reach
 // of any client of holdfast's protocol in a round only if the reference, a
 // floor of that protocol, is at k× or above.
 func (e *env) noteRatios(scenario, metric, ref, versus string) {

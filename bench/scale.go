@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// scaleSizes are the hold counts of the scale scenario (issue 41): what
+// scaleSizes are the hold counts of the scale scenario: what
 // keeping locks costs as their number grows.
 var scaleSizes = []int{1_000, 10_000, 100_000}
 

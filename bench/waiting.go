@@ -11,7 +11,7 @@ const (
 	waitClients = 4
 	waiters     = 100
 	// waitHold is how long the holder keeps the lock while the waiters
-	// wait: the window of issue 17's goal (≤ 20 commands in 5 s).
+	// wait: the window of the waiting target (≤ 20 commands in 5 s).
 	waitHold = 5 * time.Second
 )
 

@@ -12,9 +12,8 @@ import (
 	"strings"
 )
 
-// issue17Rows are the figures issue 17 asks the benchmark for, in the
-// order of its goals.
-var issue17Rows = []row{
+// summaryRows are the summary's figures, in the order of its targets.
+var summaryRows = []row{
 	{"uncontended", "cycles_per_s"},
 	{"uncontended", "client_cpu_us_per_cycle"},
 	{"uncontended", "redis_cpu_us_per_cycle"},
@@ -58,9 +57,9 @@ func newRunInfo() runInfo {
 	return ri
 }
 
-// printIssue17 writes the run's facts, issue 17's figures for every library
-// and its goals table: the section docs/benchmarks.md keeps (see -markdown).
-func (r *results) printIssue17(w io.Writer, e *env) {
+// printSummary writes the run's facts, the summary's figures for every
+// library and the targets table: the section -markdown writes.
+func (r *results) printSummary(w io.Writer, e *env) {
 	ri := e.info
 	fmt.Fprintln(w, "| | |")
 	fmt.Fprintln(w, "|---|---|")
@@ -71,9 +70,9 @@ func (r *results) printIssue17(w io.Writer, e *env) {
 	fmt.Fprintf(w, "| load average (1, 5, 15 min) | %s at the start, %s at the end |\n", orUnknown(ri.loadStart), orUnknown(ri.loadEnd))
 	fmt.Fprintf(w, "| run | %s |\n", r.settings)
 	fmt.Fprintln(w)
-	r.printTable(w, e.libs, issue17Rows)
+	r.printTable(w, e.libs, summaryRows)
 	fmt.Fprintln(w)
-	r.printGoals17(w)
+	r.printTargets(w)
 }
 
 func orUnknown(s string) string {
@@ -114,12 +113,12 @@ func markerSpan(s, path string) (int, int, error) {
 	return i, j + len(mdEnd), nil
 }
 
-// writeMarkdownSection puts the issue 17 section into path: between the
+// writeMarkdownSection puts the summary section into path: between the
 // markers if the file has them, or as a new file if there is none. A file
 // without the markers is refused rather than overwritten.
 func (r *results) writeMarkdownSection(path string, e *env) error {
 	var sec bytes.Buffer
-	r.printIssue17(&sec, e)
+	r.printSummary(&sec, e)
 	body := mdBegin + "\n\n" + sec.String() + "\n" + mdEnd
 	old, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {

@@ -30,9 +30,9 @@ func testEnv() *env {
 	return e
 }
 
-func TestGoals17(t *testing.T) {
+func TestTargets(t *testing.T) {
 	var b strings.Builder
-	testEnv().res.printGoals17(&b)
+	testEnv().res.printTargets(&b)
 	out := b.String()
 	for _, want := range []string{
 		"| uncontended cycles/s vs rueidislock | ≥ 1.2× | 30000 | rueidislock 20000 | 1.50× | yes |",
@@ -40,7 +40,7 @@ func TestGoals17(t *testing.T) {
 		"| heap per Client | ≤ 100 KiB | – | | not measured (clients heap_bytes_per_client) | |",
 	} {
 		if !strings.Contains(out, want) {
-			t.Errorf("goals table lacks %q:\n%s", want, out)
+			t.Errorf("targets table lacks %q:\n%s", want, out)
 		}
 	}
 }

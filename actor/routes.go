@@ -101,7 +101,8 @@ func (n *nodeRoutes) refresh(ctx context.Context, rc rueidis.Client) {
 	if !n.needsRead() {
 		return
 	}
-	addr, node := n.pick(rc.Nodes())
+	nodes := rc.Nodes()
+	addr, node := n.pick(nodes)
 	if node == nil {
 		return
 	}
@@ -115,7 +116,20 @@ func (n *nodeRoutes) refresh(ctx context.Context, rc rueidis.Client) {
 		return
 	}
 	n.heard(addr, true)
+	n.forget(nodes)
 	n.cur.Store(newSlotRoutes(slots))
+}
+
+// forget drops what was heard of the nodes that are not among nodes (the
+// client's nodes now), so that the news kept is bounded by the cluster.
+func (n *nodeRoutes) forget(nodes map[string]rueidis.Client) {
+	n.newsMu.Lock()
+	defer n.newsMu.Unlock()
+	for addr := range n.news {
+		if _, ok := nodes[addr]; !ok {
+			delete(n.news, addr)
+		}
+	}
 }
 
 // heard records that the node at addr answered (ok) or failed to answer a

@@ -105,12 +105,15 @@ func (r *Rueidis) cross(script *scripts.Script) *crossScript {
 	return cs
 }
 
-// PrepareRenewals reads a cluster's slot map when there is none or it is
-// stale (renewal.Config.Prepare), so that Group places the next round's
-// renewals on their nodes.
+// PrepareRenewals reads a cluster's slot map, within ctx, when there is
+// none or it is stale, so that Group places the next rounds' renewals on
+// their nodes (renewal.Config.Prepare, which runs it beside the rounds).
+// It returns at once when the map is fresh or another read is out; the
+// read goes to the node most likely to answer: the one that answered last
+// (a renewal pipeline or a read), else a master of the last map.
 func (r *Rueidis) PrepareRenewals(ctx context.Context) {
 	if r.client.Mode() == rueidis.ClientModeCluster && !r.routes.off.Load() {
-		r.routes.current(ctx, r.client)
+		r.routes.refresh(ctx, r.client)
 	}
 }
 
@@ -129,8 +132,9 @@ func (r *Rueidis) PrepareRenewals(ctx context.Context) {
 //     half migrated, the cluster down, a server without cross-slot
 //     scripts), and of a call whose node the client does not know.
 //
-// Any of these marks the slot map stale, to be read again before the next
-// round. A call that failed without a reply (a timeout, a broken
+// Any of these marks the slot map stale, to be read again beside the next
+// rounds (PrepareRenewals): the calls go with the map as it is and never
+// wait for a read. A call that failed without a reply (a timeout, a broken
 // connection) may have run: its keys get that error and are not sent
 // again.
 func (r *Rueidis) renewByNode(ctx context.Context, calls []scripts.Call, synced *Synced) ([][]bool, []error) {
@@ -149,7 +153,7 @@ func (r *Rueidis) renewByNode(ctx context.Context, calls []scripts.Call, synced 
 	}
 	var routes *slotRoutes
 	if !r.routes.off.Load() {
-		routes = r.routes.current(ctx, r.client)
+		routes = r.routes.routes()
 	}
 	if routes == nil {
 		r.bySlot(ctx, calls, allKeys(calls, errs), out, errs, synced)
@@ -170,7 +174,7 @@ func (r *Rueidis) renewByNode(ctx context.Context, calls []scripts.Call, synced 
 		}
 		n := byNode[addr]
 		if n == nil {
-			n = &nodeCalls{client: nc}
+			n = &nodeCalls{addr: addr, client: nc}
 			byNode[addr] = n
 		}
 		n.idx = append(n.idx, i)
@@ -213,6 +217,7 @@ func (r *Rueidis) renewByNode(ctx context.Context, calls []scripts.Call, synced 
 // nodeCalls are the calls of one round that go to one node, and their
 // outcomes there.
 type nodeCalls struct {
+	addr   string
 	client rueidis.Client
 	idx    []int // of the calls given to renewByNode
 	res    []nodeResult
@@ -262,6 +267,9 @@ func (r *Rueidis) runNode(ctx context.Context, n *nodeCalls, calls []scripts.Cal
 		cmds = append(cmds, synced.waitCmd())
 	}
 	res := n.client.DoMulti(ctx, cmds...)
+	// Whether the node answered tells where to read the slot map next
+	// (nodeRoutes.pick).
+	r.routes.heard(n.addr, res[0].NonRedisError() == nil)
 	var again rueidis.Commands
 	var againIdx []int
 	for j := range n.idx {

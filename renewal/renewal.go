@@ -10,7 +10,8 @@
 // # Concurrency
 //
 // Add may be called from any goroutine. A Batcher owns the goroutines that
-// carry its calls and waits for them in Close. Each Item's Done is called
+// carry its calls and the one that runs Config.Prepare, and waits for them
+// in Close. Each Item's Done is called
 // exactly once, from one of those goroutines (or from Close's caller when the
 // batcher is already closed); it must not block.
 package renewal
@@ -71,10 +72,14 @@ type Config struct {
 	// runtime last read the slot map: a call then spans slots, and the
 	// runtime sends again, by slot, each key its node did not serve.
 	Group func(key string) uint16
-	// Prepare, when set, is called with the round's context before each
-	// round's items are grouped, on the goroutine that sends them: a
-	// cluster's runtime reads its slot map there when it has none or it is
-	// stale, so that Group places the round's keys on their nodes.
+	// Prepare, when set with Group, runs beside the rounds, never in front
+	// of them: the Batcher starts it on a goroutine of its own as a round
+	// starts and as it ends, unless the last one is still running (one at
+	// a time), with a context bounded by Timeout, and Close waits for it.
+	// A cluster's runtime reads its slot map there when it has none or it
+	// is stale; a round groups its keys by the map it has and sends them
+	// at once, and a key so placed on the wrong node goes again by slot
+	// (see Group). Prepare must return once its context is done.
 	Prepare func(ctx context.Context)
 	// MaxBatch is the most keys in one call. Default 100.
 	MaxBatch int
@@ -105,6 +110,8 @@ type Batcher struct {
 	pending  []Item
 	flushing bool
 	closed   bool
+	// preparing is set while a Prepare runs (see Config.Prepare).
+	preparing bool
 	// spareItems and spareBuf are a finished round's slices, for the next
 	// round to fill (see round).
 	spareItems []Item
@@ -177,18 +184,19 @@ func (b *Batcher) flush() {
 }
 
 // round sends items, grouped and cut into batches, and waits for every
-// call: the grouping runs here, off the timer wheel's goroutine, as it may
-// wait for Prepare. The round's calls share one context (bounded by
-// Timeout: they leave together) and one backing array of keys and args,
-// and the round's slices are kept for the next round: a tick renewing
-// thousands of holds allocates next to nothing.
+// call: the grouping runs here, off the timer wheel's goroutine. The
+// round's calls share one context (bounded by Timeout: they leave
+// together) and one backing array of keys and args, and the round's
+// slices are kept for the next round: a tick renewing thousands of holds
+// allocates next to nothing. Prepare is started beside the round, as it
+// starts (the first round of a cluster has no slot map yet) and as it ends
+// (its calls may have found the map stale), and the round never waits for
+// it: a slot map read that lands on a silent node must not hold back the
+// renewals of every healthy node.
 func (b *Batcher) round(items []Item) {
 	defer b.wg.Done()
-	if b.cfg.Prepare != nil && b.cfg.Group != nil {
-		ctx, cancel := b.callContext()
-		b.cfg.Prepare(ctx)
-		cancel()
-	}
+	b.prepare()
+	defer b.prepare()
 	groups := b.group(items)
 	buf := b.takeBuffer(len(items))
 	ctx, cancel := b.callContext()
@@ -218,6 +226,31 @@ func (b *Batcher) round(items []Item) {
 	wg.Wait()
 	cancel()
 	b.keep(items, buf)
+}
+
+// prepare starts Prepare on a goroutine of the Batcher's unless one is
+// running or the Batcher is closed.
+func (b *Batcher) prepare() {
+	if b.cfg.Prepare == nil || b.cfg.Group == nil {
+		return
+	}
+	b.mu.Lock()
+	if b.preparing || b.closed {
+		b.mu.Unlock()
+		return
+	}
+	b.preparing = true
+	b.wg.Add(1)
+	b.mu.Unlock()
+	go func() {
+		defer b.wg.Done()
+		ctx, cancel := b.callContext()
+		b.cfg.Prepare(ctx)
+		cancel()
+		b.mu.Lock()
+		b.preparing = false
+		b.mu.Unlock()
+	}()
 }
 
 // roundBuffer holds the keys and args of a round's calls.
@@ -397,7 +430,7 @@ type batchGroup struct {
 }
 
 // Close refuses new items, fails the ones not yet sent with ErrClosed, and
-// waits for the calls in flight.
+// waits for the calls in flight and a Prepare running.
 func (b *Batcher) Close() {
 	b.mu.Lock()
 	b.closed = true

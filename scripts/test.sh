@@ -22,7 +22,11 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
 fi
 
 go vet ./...
-go test -race -count=1 "$@" ./...
+# Every test with the race detector, but one: a real cluster keeping 10,000
+# holds with a 3 s watchdog beside frozen replicas, which needs the CPU the
+# race detector takes; it runs on its own right after, without it.
+go test -race -count=1 -skip '^TestClusterRenewalsBesideFrozenReplicas$' "$@" ./...
+go test -count=1 -run '^TestClusterRenewalsBesideFrozenReplicas$' "$@" ./internal/deploytest
 # Allocation counts, which the race detector's own allocations would blur.
 go test -count=1 -run 'AllocatesNothing$' "$@" ./lockactor
 # The simulator's property tests once more: 10,000 schedules of the

@@ -95,6 +95,9 @@ type policy interface {
 	// unconfirmed: which of errs, one per part whose node did not confirm
 	// its release (unconfirmedParts), Release answers.
 	unconfirmed(c *composite, errs []error) []error
+	// released: a Release may be answered before every part's node has
+	// answered for its hold (the rest is released in the background).
+	released(c *composite) bool
 }
 
 // attempt is one ordinary Lock request for one part.

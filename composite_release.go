@@ -21,7 +21,7 @@ func (c *composite) callTimeout() time.Duration {
 }
 
 func (c *composite) maybeFinish() {
-	if c.state != compEnding || (c.live > 0 && !c.settleDue) {
+	if c.state != compEnding || (c.live > 0 && !c.settleDue && !(c.userRelease && c.pol.released(c))) {
 		return
 	}
 	if c.settle != nil {

@@ -228,5 +228,5 @@ const DefaultWaiterTimeout = 5 * time.Second
 // machine is the lock state machines' configuration.
 func (c *Config) machine() lockactor.Config {
 	return lockactor.Config{Slack: deadlineSlack, HandoffLimit: c.HandoffLimit, HandoffWindow: c.HandoffWindow,
-		WaiterTimeout: c.WaiterTimeout}
+		WaiterTimeout: c.WaiterTimeout, ReleaseBound: c.CallTimeout}
 }

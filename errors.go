@@ -39,7 +39,9 @@ var (
 	// wraps the cause the Lock ended with.
 	ErrNotHeld = lockactor.ErrNotHeld
 	// ErrReleaseUnconfirmed: Release could not get Redis to confirm the
-	// release within CallTimeout (the node is down, or silent). Lock.Release
+	// release within CallTimeout (the node is down, or silent): failed
+	// tries are repeated within that bound, so a node that is back or a
+	// failover that is over confirms it in time. Lock.Release
 	// returns it wrapping the call's error; LockAll's Release, joined with
 	// one error per part that did not confirm, naming it; RedLock's only
 	// when so many nodes did not confirm that no majority is free for

@@ -27,8 +27,8 @@ func (h handle) SetDeadline(d time.Time) { h.l.deadline.Store(d.UnixNano()) }
 
 func (h handle) ReleaseDone(err error) {
 	if errors.Is(err, lockactor.ErrReleaseUnconfirmed) {
-		// The release's first call failed: the node is down, or was
-		// silent for a call's timeout. Renewal has stopped, so the key
+		// No release call succeeded within the call timeout: the node is
+		// down, or silent. Renewal has stopped, so the key
 		// runs out by its lease, and the actor repeats the release in the
 		// background. Waiting for that could take a lease; the hold ends
 		// here instead, on this side, and Release answers now.

@@ -361,6 +361,13 @@ func (p *redLock) deadline(c *composite) time.Time { return quorumDeadline(deadl
 // unconfirmed: while the nodes that did not confirm leave a majority free
 // (confirmed, or never held), another holder can take the lock as soon as it
 // could have anyway; only a release that leaves no free majority is told.
+// released: once a majority of the nodes is free (confirmed, or never
+// held), a rival can take the lock: a node that is down or silent need not
+// hold up the answer for a call's timeout.
+func (p *redLock) released(c *composite) bool {
+	return len(c.targets)-len(c.unconfirmedParts()) >= p.q
+}
+
 func (p *redLock) unconfirmed(c *composite, errs []error) []error {
 	if len(c.targets)-len(errs) >= p.q {
 		return nil

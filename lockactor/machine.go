@@ -38,6 +38,12 @@ type Config struct {
 	// waiters leave the queue after it. Live waiters renew their places
 	// every WaiterTimeout/3. Default 5s.
 	WaiterTimeout time.Duration
+	// ReleaseBound is how long a Release waits for Redis to confirm it
+	// before it is answered ErrReleaseUnconfirmed (the release then goes on
+	// in the background): failed tries are repeated within it, so that a
+	// node that comes back or a failover that is over confirms in time. The
+	// runtime sets its call timeout. 0: the first failed try answers.
+	ReleaseBound time.Duration
 }
 
 // DefaultWaiterTimeout is Config.WaiterTimeout's default.
@@ -115,6 +121,10 @@ type request struct {
 	// granted it, most likely: it tries rather than takes a new place
 	// while its client's release is on its way (see placeAll).
 	gone bool
+	// releaseAt is when Release was asked; unconfirmed, that the interim
+	// answer ErrReleaseUnconfirmed was emitted (see Config.ReleaseBound).
+	releaseAt   time.Time
+	unconfirmed bool
 }
 
 type opKind uint8

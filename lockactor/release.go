@@ -18,7 +18,7 @@ func (m *Machine) release(now time.Time, id ReqID) {
 		m.emit(Effect{Kind: EffReleaseDone, ID: id, Err: ErrNotHeld})
 		return
 	}
-	r.releaseAsked = true
+	r.releaseAsked, r.releaseAt = true, now
 	switch r.state {
 	case statePending:
 		m.end(now, r, ErrReleased)
@@ -172,9 +172,10 @@ func (m *Machine) undo(now time.Time, field string, count int64, until time.Time
 }
 
 // ErrReleaseUnconfirmed is an interim answer to a Release (EffReleaseDone,
-// before the one that settles it): the first release call failed (the node
-// is down, or silent past the call's timeout), renewal has stopped, and the
-// release is repeated until Redis confirms it or the lease runs out.
+// before the one that settles it): no release call succeeded within
+// Config.ReleaseBound (the node is down, or silent past the call's timeout),
+// renewal has stopped, and the release is repeated until Redis confirms it
+// or the lease runs out.
 var ErrReleaseUnconfirmed = errors.New("holdfast: release not confirmed yet (repeated in the background; without it the lease runs out)")
 
 func (m *Machine) releaseReply(now time.Time, o *owner, msg Msg, left int64) {
@@ -192,10 +193,23 @@ func (m *Machine) releaseReply(now time.Time, o *owner, msg Msg, left int64) {
 			m.releaseSettled(now, o, r, 0, fmt.Errorf("holdfast: release not confirmed by Redis (the lease runs out by itself): %w", msg.Err))
 			return
 		}
-		if r != nil && r.releaseAsked && !o.op.retried {
-			// The first try failed: say so now (the answer that settles the
-			// Release still follows), so that a caller releasing several
-			// nodes at once need not wait a lease for one that is down.
+		if r != nil && r.releaseAsked && !r.unconfirmed {
+			bound := r.releaseAt.Add(m.cfg.ReleaseBound)
+			if now.Before(bound) {
+				// Within the bound, tries go on, the last one at the bound:
+				// a node back from a restart, or a failover that is over,
+				// confirms in time.
+				d := o.op.backoff
+				m.opBackoff(now, o)
+				if now.Add(d).After(bound) {
+					m.schedule(TimerOpRetry, o.gen, bound)
+				}
+				return
+			}
+			// Not confirmed within the bound: say so now (the answer that
+			// settles the Release still follows), so that no caller waits a
+			// lease for a node that is down.
+			r.unconfirmed = true
 			m.emit(Effect{Kind: EffReleaseDone, ID: r.ID, Err: fmt.Errorf("%w: %w", ErrReleaseUnconfirmed, msg.Err)})
 		}
 		m.opBackoff(now, o)

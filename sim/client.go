@@ -94,7 +94,8 @@ func (w *World) NewClient(cfg ClientConfig) *holdfast.Client {
 		cfg.WatchdogTimeout = 3 * time.Second
 	}
 	c := &engine{w: w, id: cfg.ID, instance: "s" + strconv.Itoa(len(w.clients)+1), drift: cfg.Drift, machines: make(map[string]*machine), execGen: -1,
-		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow, WaiterTimeout: cfg.WaiterTimeout}}
+		machineCfg: lockactor.Config{HandoffLimit: cfg.HandoffLimit, HandoffWindow: cfg.HandoffWindow, WaiterTimeout: cfg.WaiterTimeout,
+			ReleaseBound: w.cfg.CallTimeout}}
 	c.epoch = c.now()
 	pub, err := clientkit.NewClient(holdfast.Config{
 		Clock:           w.clock,

@@ -433,3 +433,35 @@ func init() {
 		runRedissonSemChild()
 	}
 }
+
+// TestRedissonSemForceUnlock: holdfast's ForceUnlock gives back a Java
+// permit and wakes a Go waiter at once; a Go holder whose permit it gave
+// back ends with Lost at its next renewal.
+func TestRedissonSemForceUnlock(t *testing.T) {
+	srv := redistest.Start(t)
+	java := javaClient(t, srv, "c1d2e3f4-0000-4000-8000-000000000006")
+	c := redissonClient(t, srv, holdfast.Config{WatchdogTimeout: time.Second})
+	ctx := context.Background()
+	if ok, err := java.TrySetPermits(ctx, "stuck", 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if _, err := java.AcquirePermit(ctx, "stuck", -1); err != nil {
+		t.Fatal(err)
+	}
+	g := c.Semaphore(ctx, "stuck", 1)
+	if heldWithin(g, 300*time.Millisecond) {
+		t.Fatal("Go granted while Java holds the only permit")
+	}
+	freed := time.Now()
+	if err := c.ForceUnlock(ctx, "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Go waiter granted %v after ForceUnlock", grantedWithin(t, g, freed, 5*time.Second))
+	if err := c.ForceUnlock(ctx, "stuck"); err != nil {
+		t.Fatal(err)
+	}
+	mustLose(t, g, holdfast.ErrNotOwner)
+	if n := freePermits(t, srv, "stuck"); n != 1 || len(leaseRecords(t, srv, "stuck")) != 0 {
+		t.Fatalf("after ForceUnlock: %d free, records %v", n, leaseRecords(t, srv, "stuck"))
+	}
+}

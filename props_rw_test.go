@@ -71,6 +71,8 @@ type rwWorld struct {
 	// permits > 0 makes the world a semaphore's (props_sem_test.go): its
 	// locks are Semaphore(name, permits) and check judges them as such.
 	permits int
+	// redisson: the clients use LayoutRedisson (props_sem_redisson_test.go).
+	redisson bool
 }
 
 // partitionSpan is a client's partition from Redis, from..to (to zero: not healed).
@@ -565,6 +567,10 @@ func (p *rwWorld) liveness(t *rapid.T) {
 		}
 	}
 	p.w.Advance(10 * time.Second)
+	if p.redisson {
+		p.checkSemRedissonLeft(t)
+		return
+	}
 	if keys := p.w.Keys(); len(keys) != 0 {
 		t.Fatalf("keys left in Redis: %v", keys)
 	}

@@ -1,0 +1,137 @@
+package holdfast_test
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/scripts"
+	"github.com/holdfast/holdfast/sim"
+	"testing"
+)
+
+// TestSemaphorePropertiesRedisson: TestSemaphoreProperties with the Redisson
+// layout's scripts (Config.Layout = LayoutRedisson): Redisson's free count
+// and lease records. Its checks are the semaphore's but fencing (a Redisson
+// permit has no token) and, for what a dead client leaves, the lease
+// records: a stopped client's permits have ended one lease after it
+// stopped, and once every Lock is over the free count and the records still
+// make the semaphore's size, with no record of a live lease left.
+func TestSemaphorePropertiesRedisson(t *testing.T) {
+	runs, shared := 0, 0
+	rapid.Check(t, func(rt *rapid.T) {
+		p := newRedissonSemWorld(rt)
+		p.permits = rapid.IntRange(1, 3).Draw(rt, "permits")
+		actions := p.faultActions()
+		actions["take"] = func(t *rapid.T) { p.lock(t, false) }
+		actions["crowd"] = p.readers
+		rt.Repeat(actions)
+		p.liveness(rt)
+		runs++
+		if p.permits > 1 && p.overlap >= 2 {
+			shared++
+		}
+	})
+	t.Logf("%d of %d runs had permits of distinct owners held at once", shared, runs)
+	if runs >= 20 && shared == 0 {
+		t.Fatal("permits were never shared: the property runs do not exercise the semaphore")
+	}
+}
+
+// newRedissonSemWorld is newRWWorld with Redisson-layout clients.
+func newRedissonSemWorld(t *rapid.T) *rwWorld {
+	cfg := sim.Config{
+		Seed:           rapid.Int64().Draw(t, "seed"),
+		Replicas:       rapid.IntRange(0, 2).Draw(t, "replicas"),
+		MaxDelay:       time.Duration(rapid.IntRange(1, 20).Draw(t, "maxDelayMs")) * time.Millisecond,
+		ReplicationLag: time.Duration(rapid.IntRange(1, 50).Draw(t, "lagMs")) * time.Millisecond,
+	}
+	p := &rwWorld{w: sim.New(cfg), maxDelay: cfg.MaxDelay, redisson: true}
+	for i := range 3 {
+		id := fmt.Sprintf("c%d", i+1)
+		p.clients = append(p.clients, p.w.NewClient(sim.ClientConfig{
+			ID:              id,
+			WatchdogTimeout: time.Duration(rapid.IntRange(300, int(rwMaxLease/time.Millisecond)).Draw(t, "watchdogMs")) * time.Millisecond,
+			Drift:           float64(rapid.IntRange(-5, 5).Draw(t, "drift‰")) / 1000,
+			Layout:          holdfast.LayoutRedisson,
+		}))
+		p.ids = append(p.ids, id)
+		p.paused = append(p.paused, false)
+		p.pausedAt = append(p.pausedAt, time.Time{})
+	}
+	return p
+}
+
+// leaseEnds returns the lease records of the semaphore name on the primary:
+// permit id (hex) -> the end of its lease.
+func leaseEnds(t *rapid.T, w *sim.World, name string) map[string]time.Time {
+	r := w.Primary().Do("ZRANGE", scripts.RedissonSemLeaseKey(name), "0", "-1", "WITHSCORES")
+	if r.IsError() {
+		t.Fatalf("ZRANGE of %q's lease records: %s", name, r.Str)
+	}
+	out := map[string]time.Time{}
+	for i := 0; i+1 < len(r.Array); i += 2 {
+		ms, err := strconv.ParseInt(r.Array[i+1].Str, 10, 64)
+		if err != nil {
+			t.Fatalf("lease record of %q scored %q: not integer milliseconds", name, r.Array[i+1].Str)
+		}
+		out[hex.EncodeToString([]byte(r.Array[i].Str))] = time.UnixMilli(ms)
+	}
+	return out
+}
+
+// checkDeadPermits: a paused client's permits (their lease records) have
+// ended one lease after it stopped, whatever the live holders renewed.
+func (p *rwWorld) checkDeadPermits(t *rapid.T) {
+	mine := map[string]string{} // permit id -> client
+	for _, e := range p.w.History() {
+		if e.Kind == sim.Acquired {
+			mine[e.Field] = e.Client
+		}
+	}
+	for i, id := range p.ids {
+		if !p.paused[i] || p.w.Now().Before(p.pausedAt[i].Add(rwMaxLease+2*p.maxDelay)) {
+			continue
+		}
+		for _, name := range []string{"a", "b"} {
+			for permit, ends := range leaseEnds(t, p.w, name) {
+				if mine[permit] == id && ends.After(p.w.Now()) {
+					t.Fatalf("permit %s of client %s on %q, stopped at %v, has a lease to %v at %v", permit, id, name,
+						p.pausedAt[i].Sub(sim.Start), ends.Sub(sim.Start), p.w.Now().Sub(sim.Start))
+				}
+			}
+		}
+	}
+}
+
+// checkSemRedissonLeft: after every Lock is over and the clients closed, no
+// lease record has a live lease, and each name's free count and records
+// make its size.
+func (p *rwWorld) checkSemRedissonLeft(t *rapid.T) {
+	for _, name := range []string{"a", "b"} {
+		free := p.w.Primary().Do("GET", name)
+		recs := leaseEnds(t, p.w, name)
+		if free.Str == "" && len(recs) == 0 {
+			continue // never used
+		}
+		n, err := strconv.Atoi(free.Str)
+		if err != nil || n+len(recs) != p.permits {
+			t.Fatalf("left in Redis: %q free %q and %d lease records, on %d permits", name, free.Str, len(recs), p.permits)
+		}
+		for permit, ends := range recs {
+			if ends.After(p.w.Now()) {
+				t.Fatalf("left in Redis: permit %s on %q with a lease to %v at %v", permit, name,
+					ends.Sub(sim.Start), p.w.Now().Sub(sim.Start))
+			}
+		}
+	}
+	for _, k := range p.w.Keys() {
+		if k != "a" && k != "b" && k != scripts.RedissonSemLeaseKey("a") && k != scripts.RedissonSemLeaseKey("b") {
+			t.Fatalf("left in Redis: key %s", k)
+		}
+	}
+}

@@ -14,7 +14,7 @@ type entry struct {
 	str      *string
 	hash     map[string]string
 	zset     map[string]float64 // member -> score (sim/zset.go)
-	expireAt time.Time // zero: no TTL
+	expireAt time.Time          // zero: no TTL
 }
 
 // Node is one simulated Redis server: an in-memory keyspace of strings and

@@ -13,11 +13,11 @@ const errWrongType = "WRONGTYPE Operation against a key holding the wrong kind o
 type entry struct {
 	str      *string
 	hash     map[string]string
-	zset     map[string]float64 // member -> score (sim/zset.go)
-	expireAt time.Time          // zero: no TTL
+	zset     map[string]float64
+	expireAt time.Time // zero: no TTL
 }
 
-// Node is one simulated Redis server: an in-memory keyspace of strings and
+// Node is one simulated Redis server: an in-memory keyspace of strings, sorted sets and
 // hashes whose TTLs follow the virtual time given by now, and a Lua engine
 // that runs the same scripts as production (see Eval). Every write it
 // applies is appended to its replication log, with expiries made absolute

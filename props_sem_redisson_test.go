@@ -3,7 +3,11 @@ package holdfast_test
 import (
 	"encoding/hex"
 	"fmt"
+	"os"
+	"os/exec"
 	"strconv"
+	"strings"
+	"testing"
 	"time"
 
 	"pgregory.net/rapid"
@@ -11,7 +15,6 @@ import (
 	"github.com/holdfast/holdfast"
 	"github.com/holdfast/holdfast/scripts"
 	"github.com/holdfast/holdfast/sim"
-	"testing"
 )
 
 // TestSemaphorePropertiesRedisson: TestSemaphoreProperties with the Redisson
@@ -22,6 +25,9 @@ import (
 // stopped, and once every Lock is over the free count and the records still
 // make the semaphore's size, with no record of a live lease left.
 func TestSemaphorePropertiesRedisson(t *testing.T) {
+	if m := os.Getenv(redissonSemMutantEnv); m != "" {
+		defer breakRedissonSemScript(t, m)()
+	}
 	runs, shared := 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		p := newRedissonSemWorld(rt)
@@ -133,5 +139,76 @@ func (p *rwWorld) checkSemRedissonLeft(t *rapid.T) {
 		if k != "a" && k != "b" && k != scripts.RedissonSemLeaseKey("a") && k != scripts.RedissonSemLeaseKey("b") {
 			t.Fatalf("left in Redis: key %s", k)
 		}
+	}
+}
+
+// redissonSemMutantEnv names the script defect TestSemaphorePropertiesRedisson
+// runs with, for TestSemaphorePropertiesRedissonCatchBrokenScripts.
+const redissonSemMutantEnv = "HOLDFAST_TEST_REDISSON_SEM_MUTANT"
+
+// redissonSemMutants are deliberate defects of the layout's semaphore
+// scripts, each caught by one check within a few schedules: the script and
+// its replacements (text -> text), and what the failure names.
+var redissonSemMutants = map[string]struct {
+	script    *scripts.Script
+	edits     []string
+	failsWith string
+}{
+	// A grant with no free permit.
+	"exclusion": {scripts.RedissonSemAcquireScript,
+		[]string{"if tonumber(avail or '0') < 1 then", "if tonumber(avail or '0') < 0 then"}, "exclusion:"},
+	// Waiters told to sleep an hour, and no release announced.
+	"lost wake-up": {scripts.RedissonSemAcquireScript, []string{
+		"return {0, math.max(tonumber(first[2]) - now, 0)}", "return {0, 3600000}",
+		"  return {0, -1}\nend", "  return {0, 3600000}\nend",
+	}, "liveness:"},
+}
+
+// breakRedissonSemScript applies the mutant named m and returns what undoes
+// it.
+func breakRedissonSemScript(t *testing.T, m string) func() {
+	mu, ok := redissonSemMutants[m]
+	if !ok {
+		t.Fatalf("no mutant %q", m)
+	}
+	edit := func(s *scripts.Script, edits ...string) func() {
+		src := s.Src
+		for i := 0; i+1 < len(edits); i += 2 {
+			if !strings.Contains(s.Src, edits[i]) {
+				t.Fatalf("mutant %q: %q is not in %s", m, edits[i], s.Name)
+			}
+			s.Src = strings.Replace(s.Src, edits[i], edits[i+1], 1)
+		}
+		return func() { s.Src = src }
+	}
+	undo := []func(){edit(mu.script, mu.edits...)}
+	if m == "lost wake-up" {
+		undo = append(undo, edit(scripts.RedissonSemReleaseScript,
+			"if n > 0 then redis.call('publish', channel, string.format('%d', n)) end\nreturn 0", "return 0"))
+	}
+	return func() {
+		for _, u := range undo {
+			u()
+		}
+	}
+}
+
+// TestSemaphorePropertiesRedissonCatchBrokenScripts runs
+// TestSemaphorePropertiesRedisson in a child process once per mutant and
+// requires it to fail with the check the mutant breaks.
+func TestSemaphorePropertiesRedissonCatchBrokenScripts(t *testing.T) {
+	for name, mu := range redissonSemMutants {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestSemaphorePropertiesRedisson$", "-test.count=1",
+				"-rapid.checks=500", "-rapid.nofailfile", "-rapid.shrinktime=2s")
+			cmd.Env = append(os.Environ(), redissonSemMutantEnv+"="+name)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				t.Fatalf("the properties passed with the %q defect:\n%s", name, out)
+			}
+			if !strings.Contains(string(out), mu.failsWith) {
+				t.Fatalf("the %q defect failed without %q:\n%s", name, mu.failsWith, tail(string(out), 3000))
+			}
+		})
 	}
 }

@@ -122,6 +122,9 @@ func redissonNames(ctx context.Context, rdb rueidis.Client, pattern string) ([]s
 	if err != nil {
 		return nil, err
 	}
+	if err := redissonSemNames(ctx, rdb, pattern, seen); err != nil {
+		return nil, err
+	}
 	return sortedNames(seen), nil
 }
 

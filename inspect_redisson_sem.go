@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -68,4 +69,40 @@ func forceUnlockRedissonSem(ctx context.Context, rdb rueidis.Client, name string
 	}
 	n, err := script.Exec(ctx, rdb, scripts.RedissonSemKeys(name), nil).AsInt64()
 	return n == 1, err
+}
+
+// redissonSemNames adds to seen the names matching pattern that are Redisson
+// semaphores with a permit held now: it scans for their lease records
+// ({NAME}:timeout, or NAME:timeout for a NAME holding '{') and reads each.
+func redissonSemNames(ctx context.Context, rdb rueidis.Client, pattern string, seen map[string]bool) error {
+	var candidates []string
+	add := func(_ rueidis.Client, key string) {
+		if inner, ok := strings.CutPrefix(key, "{"); ok {
+			if name, ok := strings.CutSuffix(inner, "}:timeout"); ok && scripts.RedissonSemLeaseKey(name) == key {
+				candidates = append(candidates, name)
+			}
+		}
+		if name, ok := strings.CutSuffix(key, ":timeout"); ok && scripts.RedissonSemLeaseKey(name) == key {
+			candidates = append(candidates, name)
+		}
+	}
+	for _, match := range []string{"{" + pattern + "}:timeout", pattern + ":timeout"} {
+		if err := scanNodes(ctx, rdb, match, "zset", add); err != nil {
+			return err
+		}
+	}
+	for _, name := range candidates {
+		if seen[name] {
+			continue
+		}
+		var info Info
+		sem, err := inspectRedissonSem(ctx, rdb, name, &info)
+		if err != nil {
+			return fmt.Errorf("holdfast: reading %q: %w", name, err)
+		}
+		if sem && len(info.Holders) > 0 {
+			seen[name] = true
+		}
+	}
+	return nil
 }

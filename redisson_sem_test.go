@@ -102,6 +102,17 @@ func TestRedissonSemKeys(t *testing.T) {
 		t.Fatalf("Inspect = %+v, %v; want the semaphore of 3 held by %s", info, err, id)
 	}
 
+	// A name holding '{' keeps its records at NAME:timeout.
+	braced := c.Semaphore(ctx, "{team}jobs", 2)
+	mustAcquire(t, braced)
+	if names, err := c.Names(ctx, "*jobs"); err != nil || len(names) != 2 || names[0] != "jobs" || names[1] != "{team}jobs" {
+		t.Fatalf("Names = %v, %v; want the two semaphores held", names, err)
+	}
+	braced.Release(ctx)
+	if names, err := c.Names(ctx, ""); err != nil || len(names) != 1 || names[0] != "jobs" {
+		t.Fatalf("Names after a release = %v, %v; want jobs alone", names, err)
+	}
+
 	msgs := subscribeMessages(t, srv, redissontest.SemChannel("jobs"))
 	if err := again.Release(ctx); err != nil {
 		t.Fatal(err)

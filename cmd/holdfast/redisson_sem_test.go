@@ -30,6 +30,9 @@ func TestLayoutRedissonSemaphore(t *testing.T) {
 	if r.code != 0 || !strings.Contains(r.stdout, "semaphore/2") || !strings.Contains(r.stdout, id) {
 		t.Fatalf("status --layout redisson of a Java permit %s: exit %d, stdout %q, stderr %q", id, r.code, r.stdout, r.stderr)
 	}
+	if r := runHoldfast(t, "list", "--layout", "redisson", "--redis", srv.Addr); r.code != 0 || strings.TrimSpace(r.stdout) != "exports" {
+		t.Fatalf("list --layout redisson: exit %d, stdout %q", r.code, r.stdout)
+	}
 	r = runHoldfast(t, "exec", "--layout", "redisson", "--permits", "2", "--redis", srv.Addr, "exports", "--",
 		"redis-cli", "-p", strconv.Itoa(srv.Port()), "get", "exports")
 	if r.code != 0 || strings.TrimSpace(r.stdout) != "0" {

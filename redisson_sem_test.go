@@ -215,7 +215,8 @@ func dumpKeys(t testing.TB, srv *redistest.Server) string {
 
 // TestRedissonSemWrongKind: a Semaphore on a name whose keys are another
 // kind's (an RLock, an RReadWriteLock, a string that is no count, lease
-// records of another type) ends with ErrWrongKind and changes nothing.
+// records of another type) ends with ErrWrongKind and changes nothing, and
+// so do Lock, ReadLock and WriteLock on a semaphore's name.
 func TestRedissonSemWrongKind(t *testing.T) {
 	srv := redistest.Start(t)
 	java := javaClient(t, srv, "c1d2e3f4-0000-4000-8000-000000000002")
@@ -239,6 +240,21 @@ func TestRedissonSemWrongKind(t *testing.T) {
 			t.Fatalf("Semaphore(%s) changed Redis:\n%s\nthen\n%s", name, keys, got)
 		}
 	}
+	// And the other way round: the other kinds on a semaphore's name.
+	sem := c.Semaphore(ctx, "sem", 2, holdfast.WithLease(time.Hour)) // no renewal between the dumps
+	mustAcquire(t, sem)
+	keys := dumpKeys(t, srv)
+	for kind, l := range map[string]*holdfast.Lock{
+		"Lock": c.Lock(ctx, "sem"), "ReadLock": c.ReadLock(ctx, "sem"), "WriteLock": c.WriteLock(ctx, "sem"),
+	} {
+		if err := l.Wait(ctx); !errors.Is(err, holdfast.ErrWrongKind) {
+			t.Fatalf("%s on a semaphore: %v, want ErrWrongKind", kind, err)
+		}
+	}
+	if got := dumpKeys(t, srv); got != keys {
+		t.Fatalf("other kinds on a semaphore changed Redis:\n%s\nthen\n%s", keys, got)
+	}
+	sem.Release(ctx)
 }
 
 // TestRedissonSemWakeBothWays: a Java permit taken without a lease keeps a

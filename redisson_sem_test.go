@@ -166,7 +166,7 @@ func TestRedissonSemPermits(t *testing.T) {
 	c := redissonClient(t, srv, holdfast.Config{})
 	ctx := context.Background()
 
-	l := c.Semaphore(ctx, "fresh", 4)
+	l := c.Semaphore(ctx, "fresh", 4, holdfast.WithLease(time.Hour)) // no renewal between the dumps
 	mustAcquire(t, l)
 	if n := freePermits(t, srv, "fresh"); n != 3 {
 		t.Fatalf("free permits %d, want 3 of 4", n)

@@ -71,8 +71,10 @@ type rwWorld struct {
 	// permits > 0 makes the world a semaphore's (props_sem_test.go): its
 	// locks are Semaphore(name, permits) and check judges them as such.
 	permits int
-	// redisson: the clients use LayoutRedisson (props_sem_redisson_test.go).
+	// redisson: the clients use LayoutRedisson (props_sem_redisson_test.go),
+	// beside Java-like clients' permits.
 	redisson bool
+	java     []*javaPermit
 }
 
 // partitionSpan is a client's partition from Redis, from..to (to zero: not healed).

@@ -13,13 +13,17 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/holdfast/holdfast"
+	"github.com/holdfast/holdfast/internal/redissontest"
 	"github.com/holdfast/holdfast/scripts"
 	"github.com/holdfast/holdfast/sim"
 )
 
 // TestSemaphorePropertiesRedisson: TestSemaphoreProperties with the Redisson
 // layout's scripts (Config.Layout = LayoutRedisson): Redisson's free count
-// and lease records. Its checks are the semaphore's but fencing (a Redisson
+// and lease records, which Java-like clients share: they take permits with
+// leases and release them by running Redisson's scripts on the primary, on
+// Redis's clock, and exclusion counts their permits beside the Go ones
+// (until the lease's end or the release). Its checks are the semaphore's but fencing (a Redisson
 // permit has no token) and, for what a dead client leaves, the lease
 // records: a stopped client's permits have ended one lease after it
 // stopped, and once every Lock is over the free count and the records still
@@ -28,24 +32,44 @@ func TestSemaphorePropertiesRedisson(t *testing.T) {
 	if m := os.Getenv(redissonSemMutantEnv); m != "" {
 		defer breakRedissonSemScript(t, m)()
 	}
-	runs, shared := 0, 0
+	runs, shared, javaGrants, mixed := 0, 0, 0, 0
 	rapid.Check(t, func(rt *rapid.T) {
 		p := newRedissonSemWorld(rt)
 		p.permits = rapid.IntRange(1, 3).Draw(rt, "permits")
 		actions := p.faultActions()
 		actions["take"] = func(t *rapid.T) { p.lock(t, false) }
 		actions["crowd"] = p.readers
+		actions["java"] = p.javaAcquire
+		actions["javaRelease"] = p.javaRelease
 		rt.Repeat(actions)
 		p.liveness(rt)
 		runs++
 		if p.permits > 1 && p.overlap >= 2 {
 			shared++
 		}
+		javaGrants += len(p.java)
+		if p.goBesideJava() {
+			mixed++
+		}
 	})
-	t.Logf("%d of %d runs had permits of distinct owners held at once", shared, runs)
-	if runs >= 20 && shared == 0 {
-		t.Fatal("permits were never shared: the property runs do not exercise the semaphore")
+	t.Logf("%d of %d runs had permits of distinct owners held at once, %d a Go and a Java permit at once; %d Java grants",
+		shared, runs, mixed, javaGrants)
+	if runs >= 20 && (shared == 0 || mixed == 0) {
+		t.Fatal("permits were never shared, or never by Go and Java: the property runs do not exercise the semaphore")
 	}
+}
+
+// goBesideJava reports whether a Go owner validly held a name while a Java
+// permit of it was held.
+func (p *rwWorld) goBesideJava() bool {
+	for _, h := range rwHolds(p.w) {
+		for _, j := range p.java {
+			if j.name == h.name && h.from.Before(j.to) && j.from.Before(h.to) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // newRedissonSemWorld is newRWWorld with Redisson-layout clients.
@@ -210,5 +234,95 @@ func TestSemaphorePropertiesRedissonCatchBrokenScripts(t *testing.T) {
 				t.Fatalf("the %q defect failed without %q:\n%s", name, mu.failsWith, tail(string(out), 3000))
 			}
 		})
+	}
+}
+
+// javaPermit is a permit a Java-like client took with Redisson's script.
+type javaPermit struct {
+	name     string
+	id       string // the 16 bytes in the lease records
+	from, to time.Time
+	released bool
+}
+
+// javaAcquire takes one permit of a name as Redisson's tryAcquire(lease)
+// does, setting the semaphore up first as trySetPermits would.
+func (p *rwWorld) javaAcquire(t *rapid.T) {
+	name := rapid.SampledFrom([]string{"a", "b"}).Draw(t, "name")
+	lease := time.Duration(rapid.IntRange(200, 3000).Draw(t, "javaLeaseMs")) * time.Millisecond
+	n := p.w.Primary()
+	if n.Do("EXISTS", name).Int == 0 && n.Do("EXISTS", scripts.RedissonSemLeaseKey(name)).Int == 0 {
+		n.Do("SET", name, strconv.Itoa(p.permits))
+	}
+	now := p.w.Now()
+	id := fmt.Sprintf("java-permit-%04d", len(p.java))
+	r := n.Eval(redissontest.SemTryAcquireSrc, scripts.RedissonSemKeys(name),
+		[]string{"1", strconv.FormatInt(now.Add(lease).UnixMilli(), 10), strconv.FormatInt(now.UnixMilli(), 10),
+			strconv.Itoa(redissontest.NonExpirableTimeout), "PUBLISH", id})
+	if r.IsError() {
+		t.Fatalf("Java tryAcquire: %s", r.Str)
+	}
+	if r.Str == "OK" {
+		p.java = append(p.java, &javaPermit{name: name, id: id, from: now, to: time.UnixMilli(now.Add(lease).UnixMilli())})
+	}
+}
+
+// javaRelease releases a Java permit as Redisson's release does.
+func (p *rwWorld) javaRelease(t *rapid.T) {
+	var open []*javaPermit
+	for _, j := range p.java {
+		if !j.released {
+			open = append(open, j)
+		}
+	}
+	if len(open) == 0 {
+		t.Skip("no Java permit")
+	}
+	j := rapid.SampledFrom(open).Draw(t, "javaPermit")
+	now := p.w.Now()
+	keys := scripts.RedissonSemKeys(j.name)
+	r := p.w.Primary().Eval(redissontest.SemReleaseSrc, []string{keys[0], keys[2], keys[1]},
+		[]string{j.id, "1", strconv.FormatInt(now.UnixMilli(), 10), "PUBLISH"})
+	if r.IsError() {
+		t.Fatalf("Java release: %s", r.Str)
+	}
+	j.released = true
+	if now.Before(j.to) {
+		j.to = now
+	}
+}
+
+// checkJavaExclusion: at no instant before the first data roll-back do the
+// Go owners validly holding a name and the Java permits of it number more
+// than its permits.
+func (p *rwWorld) checkJavaExclusion(t *rapid.T, hs []rwHold) {
+	var instants []time.Time
+	for _, h := range hs {
+		instants = append(instants, h.from)
+	}
+	for _, j := range p.java {
+		instants = append(instants, j.from)
+	}
+	for _, name := range []string{"a", "b"} {
+		for _, x := range instants {
+			if !p.rollback.IsZero() && !x.Before(p.rollback) {
+				continue
+			}
+			at := map[string]bool{}
+			for _, b := range hs {
+				if b.name == name && !b.from.After(x) && x.Before(b.to) {
+					at[b.client+"/"+b.field] = true
+				}
+			}
+			for _, j := range p.java {
+				if j.name == name && !j.from.After(x) && x.Before(j.to) {
+					at["java/"+j.id] = true
+				}
+			}
+			if len(at) > p.permits {
+				t.Fatalf("exclusion: %d holders of %q at %v on %d permits, Go and Java: %v",
+					len(at), name, x.Sub(sim.Start), p.permits, at)
+			}
+		}
 	}
 }

@@ -83,6 +83,7 @@ func (p *rwWorld) checkSem(t *rapid.T) {
 	}
 	if p.redisson {
 		// Redisson keeps no token for a permit (Token is 0): no fencing.
+		p.checkJavaExclusion(t, hs)
 		p.checkValidity(t)
 		p.checkDeadPermits(t)
 		p.checkEnds(t)

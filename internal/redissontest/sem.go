@@ -68,12 +68,13 @@ func (e *IllegalArgumentError) Error() string {
 	return "Permit with id " + e.PermitID + " has already been released or doesn't exist"
 }
 
-// semTryAcquireLua is the script of RedissonPermitExpirableSemaphore's
-// tryAcquireAsync(ids, timeoutDate).
+// SemTryAcquireSrc is the script of RedissonPermitExpirableSemaphore's
+// tryAcquireAsync(ids, timeoutDate) (exported for the simulator's Java-like
+// clients).
 // KEYS[1] NAME, KEYS[2] {NAME}:timeout, KEYS[3] channel. ARGV[1] number of
 // permits, ARGV[2] lease end (ms), ARGV[3] now (ms), ARGV[4]
 // nonExpirableTimeout, ARGV[5] publish command, ARGV[6..] the raw ids.
-var semTryAcquireLua = rueidis.NewLuaScript(`
+const SemTryAcquireSrc = `
 local free, records, channel = KEYS[1], KEYS[2], KEYS[3]
 local want = tonumber(ARGV[1])
 local over = redis.call('zrangebyscore', records, 0, ARGV[3], 'limit', 0, want)
@@ -95,20 +96,25 @@ if first[1] and first[2] ~= ARGV[4] then
   return ':' .. first[2]
 end
 return false
-`)
+`
 
-// semReleaseLua is the script of tryReleaseAsync(permitId).
+var semTryAcquireLua = rueidis.NewLuaScript(SemTryAcquireSrc)
+
+// SemReleaseSrc is the script of tryReleaseAsync(permitId) (exported for
+// the simulator's Java-like clients).
 // KEYS[1] NAME, KEYS[2] channel, KEYS[3] {NAME}:timeout. ARGV[1] raw id,
 // ARGV[2] 1, ARGV[3] now (ms), ARGV[4] publish command. 1 released, 0 not
 // held or its lease had ended (the record is taken back all the same).
-var semReleaseLua = rueidis.NewLuaScript(`
+const SemReleaseSrc = `
 local ends = redis.call('zscore', KEYS[3], ARGV[1])
 if redis.call('zrem', KEYS[3], ARGV[1]) ~= 1 then return 0 end
 local n = redis.call('incrby', KEYS[1], ARGV[2])
 redis.call(ARGV[4], KEYS[2], n)
 if tonumber(ends) <= tonumber(ARGV[3]) then return 0 end
 return 1
-`)
+`
+
+var semReleaseLua = rueidis.NewLuaScript(SemReleaseSrc)
 
 // semAvailableLua is availablePermitsAsync.
 // KEYS[1] NAME, KEYS[2] {NAME}:timeout, KEYS[3] channel. ARGV[1] now (ms),

@@ -73,8 +73,9 @@ type rwWorld struct {
 	permits int
 	// redisson: the clients use LayoutRedisson (props_sem_redisson_test.go),
 	// beside Java-like clients' permits.
-	redisson bool
-	java     []*javaPermit
+	redisson  bool
+	java      []*javaPermit
+	javaAhead time.Duration // how far the Java-like clients' clock runs ahead
 }
 
 // partitionSpan is a client's partition from Redis, from..to (to zero: not healed).

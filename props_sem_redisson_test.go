@@ -81,6 +81,14 @@ func newRedissonSemWorld(t *rapid.T) *rwWorld {
 		ReplicationLag: time.Duration(rapid.IntRange(1, 50).Draw(t, "lagMs")) * time.Millisecond,
 	}
 	p := &rwWorld{w: sim.New(cfg), maxDelay: cfg.MaxDelay, redisson: true}
+	// The Java-like clients' clock runs ahead of Redis's by up to 3 ms
+	// (HOLDFAST_TEST_JAVA_AHEAD_MS sets it, to show what more does), within
+	// the part of a Go hold's drift allowance (Drift: 1% of the lease plus
+	// 2 ms, here of 300 ms at least) that the Go clients' own ±5‰ leaves.
+	p.javaAhead = time.Duration(rapid.IntRange(0, 3).Draw(t, "javaAheadMs")) * time.Millisecond
+	if ms, err := strconv.Atoi(os.Getenv(javaAheadEnv)); err == nil {
+		p.javaAhead = time.Duration(ms) * time.Millisecond
+	}
 	for i := range 3 {
 		id := fmt.Sprintf("c%d", i+1)
 		p.clients = append(p.clients, p.w.NewClient(sim.ClientConfig{
@@ -163,6 +171,26 @@ func (p *rwWorld) checkSemRedissonLeft(t *rapid.T) {
 		if k != "a" && k != "b" && k != scripts.RedissonSemLeaseKey("a") && k != scripts.RedissonSemLeaseKey("b") {
 			t.Fatalf("left in Redis: key %s", k)
 		}
+	}
+}
+
+// javaAheadEnv sets how far the Java-like clients' clock runs ahead of
+// Redis's, in ms (TestSemaphorePropertiesRedissonJavaClockFarAhead).
+const javaAheadEnv = "HOLDFAST_TEST_JAVA_AHEAD_MS"
+
+// TestSemaphorePropertiesRedissonJavaClockFarAhead: a Java clock 100 ms ahead
+// of Redis's takes back Go permits before their holders' deadlines, which
+// exclusion catches: the bound on the clock offset is needed, and checked.
+func TestSemaphorePropertiesRedissonJavaClockFarAhead(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^TestSemaphorePropertiesRedisson$", "-test.count=1",
+		"-rapid.checks=2000", "-rapid.nofailfile", "-rapid.shrinktime=2s")
+	cmd.Env = append(os.Environ(), javaAheadEnv+"=100")
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatalf("the properties passed with a Java clock 100 ms ahead:\n%s", tail(string(out), 3000))
+	}
+	if !strings.Contains(string(out), "exclusion:") {
+		t.Fatalf("a Java clock 100 ms ahead failed without exclusion:\n%s", tail(string(out), 3000))
 	}
 }
 
@@ -254,7 +282,7 @@ func (p *rwWorld) javaAcquire(t *rapid.T) {
 	if n.Do("EXISTS", name).Int == 0 && n.Do("EXISTS", scripts.RedissonSemLeaseKey(name)).Int == 0 {
 		n.Do("SET", name, strconv.Itoa(p.permits))
 	}
-	now := p.w.Now()
+	now := p.w.Now().Add(p.javaAhead) // the Java client's clock
 	id := fmt.Sprintf("java-permit-%04d", len(p.java))
 	r := n.Eval(redissontest.SemTryAcquireSrc, scripts.RedissonSemKeys(name),
 		[]string{"1", strconv.FormatInt(now.Add(lease).UnixMilli(), 10), strconv.FormatInt(now.UnixMilli(), 10),
@@ -263,7 +291,9 @@ func (p *rwWorld) javaAcquire(t *rapid.T) {
 		t.Fatalf("Java tryAcquire: %s", r.Str)
 	}
 	if r.Str == "OK" {
-		p.java = append(p.java, &javaPermit{name: name, id: id, from: now, to: time.UnixMilli(now.Add(lease).UnixMilli())})
+		// Held from now until the Java clock reads the lease's end.
+		ends := time.UnixMilli(now.Add(lease).UnixMilli()).Add(-p.javaAhead)
+		p.java = append(p.java, &javaPermit{name: name, id: id, from: p.w.Now(), to: ends})
 	}
 }
 
@@ -279,7 +309,7 @@ func (p *rwWorld) javaRelease(t *rapid.T) {
 		t.Skip("no Java permit")
 	}
 	j := rapid.SampledFrom(open).Draw(t, "javaPermit")
-	now := p.w.Now()
+	now := p.w.Now().Add(p.javaAhead)
 	keys := scripts.RedissonSemKeys(j.name)
 	r := p.w.Primary().Eval(redissontest.SemReleaseSrc, []string{keys[0], keys[2], keys[1]},
 		[]string{j.id, "1", strconv.FormatInt(now.UnixMilli(), 10), "PUBLISH"})
@@ -287,8 +317,8 @@ func (p *rwWorld) javaRelease(t *rapid.T) {
 		t.Fatalf("Java release: %s", r.Str)
 	}
 	j.released = true
-	if now.Before(j.to) {
-		j.to = now
+	if p.w.Now().Before(j.to) {
+		j.to = p.w.Now()
 	}
 }
 

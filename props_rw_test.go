@@ -97,6 +97,9 @@ type rwHold struct {
 	// was held shares that grant's hold, whatever generation its own
 	// script ran in (the hold may have outlived a roll-back on a replica).
 	originGen int
+	// gaveUp: the holder gave the lock up (Releasing); a deadline its
+	// owner's renewal moves afterwards is not its to use.
+	gaveUp bool
 }
 
 func (h rwHold) write() bool   { return strings.HasSuffix(h.field, ":w") }
@@ -115,12 +118,15 @@ func rwHolds(w *sim.World) []rwHold {
 			open[key(e)] = &rwHold{client: e.Client, field: e.Field, name: e.Name, req: e.Req, from: e.At,
 				to: e.DeadlineAt, token: e.Token, gen: e.Generation, granted: e.GrantedAt}
 		case sim.Renewed:
-			if h != nil && e.DeadlineAt.After(h.to) {
+			if h != nil && !h.gaveUp && e.DeadlineAt.After(h.to) {
 				h.to = e.DeadlineAt
 			}
 		case sim.Releasing, sim.Lost:
 			if h != nil && e.At.Before(h.to) {
 				h.to = e.At
+			}
+			if h != nil && e.Kind == sim.Releasing {
+				h.gaveUp = true
 			}
 			if h != nil && e.Kind == sim.Lost {
 				out = append(out, *h)

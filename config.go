@@ -99,7 +99,9 @@ const (
 	// LayoutRedisson: Redisson's RLock/RFencedLock and RReadWriteLock keys,
 	// fields, channels and messages: Lock and ReadLock/WriteLock (and the
 	// composites made of Locks) share names with Java processes using
-	// Redisson. FairLock and Semaphore end with ErrNotSupported.
+	// Redisson; Semaphore is Redisson's RPermitExpirableSemaphore (a permit
+	// has no fencing token there: Token is 0). FairLock ends with
+	// ErrNotSupported.
 	LayoutRedisson
 )
 

@@ -76,8 +76,8 @@ var (
 	// ErrWouldDeadlock: WriteLock by an owner that holds the ReadLock of the
 	// same name, which would wait for itself. (Write → read is allowed.)
 	ErrWouldDeadlock = lockactor.ErrWouldDeadlock
-	// ErrNotSupported: a kind the Client's Layout cannot speak (FairLock,
-	// Semaphore and Elect under LayoutRedisson); nothing changed.
+	// ErrNotSupported: a kind the Client's Layout cannot speak (FairLock
+	// and Elect under LayoutRedisson); nothing changed.
 	ErrNotSupported = errors.New("holdfast: lock kind not supported by the Client's layout")
 	// ErrPermits: Semaphore with a permit count other than the one the
 	// name's holders passed; nothing changed.

@@ -31,6 +31,9 @@ var errRedissonInspectReply = errors.New("redisson_inspect script: malformed rep
 
 // inspectRedisson reads NAME as Redisson keeps an RLock or RReadWriteLock.
 func (c *Client) inspectRedisson(ctx context.Context, rdb rueidis.Client, name string, info *Info) error {
+	if sem, err := inspectRedissonSem(ctx, rdb, name, info); sem || err != nil {
+		return err
+	}
 	reply, err := redissonInspectScript.Exec(ctx, rdb, []string{name}, nil).ToArray()
 	if err != nil {
 		return err
@@ -92,6 +95,9 @@ func readRedissonFence(ctx context.Context, rdb rueidis.Client, name string) (ui
 // forceUnlockRedisson deletes NAME's lock hash, raises its token counter and
 // publishes what Redisson's forceUnlock publishes.
 func forceUnlockRedisson(ctx context.Context, rdb rueidis.Client, name string) error {
+	if sem, err := forceUnlockRedissonSem(ctx, rdb, name); sem || err != nil {
+		return err
+	}
 	script := redissonForceUnlockScript
 	if rdb.Mode() == rueidis.ClientModeCluster {
 		script = redissonForceUnlockSharded
@@ -114,6 +120,9 @@ func redissonNames(ctx context.Context, rdb rueidis.Client, pattern string) ([]s
 		}
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := redissonSemNames(ctx, rdb, pattern, seen); err != nil {
 		return nil, err
 	}
 	return sortedNames(seen), nil

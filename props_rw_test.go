@@ -71,6 +71,11 @@ type rwWorld struct {
 	// permits > 0 makes the world a semaphore's (props_sem_test.go): its
 	// locks are Semaphore(name, permits) and check judges them as such.
 	permits int
+	// redisson: the clients use LayoutRedisson (props_sem_redisson_test.go),
+	// beside Java-like clients' permits.
+	redisson  bool
+	java      []*javaPermit
+	javaAhead time.Duration // how far the Java-like clients' clock runs ahead
 }
 
 // partitionSpan is a client's partition from Redis, from..to (to zero: not healed).
@@ -92,6 +97,9 @@ type rwHold struct {
 	// was held shares that grant's hold, whatever generation its own
 	// script ran in (the hold may have outlived a roll-back on a replica).
 	originGen int
+	// gaveUp: the holder gave the lock up (Releasing); a deadline its
+	// owner's renewal moves afterwards is not its to use.
+	gaveUp bool
 }
 
 func (h rwHold) write() bool   { return strings.HasSuffix(h.field, ":w") }
@@ -110,12 +118,15 @@ func rwHolds(w *sim.World) []rwHold {
 			open[key(e)] = &rwHold{client: e.Client, field: e.Field, name: e.Name, req: e.Req, from: e.At,
 				to: e.DeadlineAt, token: e.Token, gen: e.Generation, granted: e.GrantedAt}
 		case sim.Renewed:
-			if h != nil && e.DeadlineAt.After(h.to) {
+			if h != nil && !h.gaveUp && e.DeadlineAt.After(h.to) {
 				h.to = e.DeadlineAt
 			}
 		case sim.Releasing, sim.Lost:
 			if h != nil && e.At.Before(h.to) {
 				h.to = e.At
+			}
+			if h != nil && e.Kind == sim.Releasing {
+				h.gaveUp = true
 			}
 			if h != nil && e.Kind == sim.Lost {
 				out = append(out, *h)
@@ -565,6 +576,10 @@ func (p *rwWorld) liveness(t *rapid.T) {
 		}
 	}
 	p.w.Advance(10 * time.Second)
+	if p.redisson {
+		p.checkSemRedissonLeft(t)
+		return
+	}
 	if keys := p.w.Keys(); len(keys) != 0 {
 		t.Fatalf("keys left in Redis: %v", keys)
 	}

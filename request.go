@@ -127,6 +127,9 @@ func (c *Client) layoutKind(kind *lockactor.Kind) (*lockactor.Kind, error) {
 	case lockactor.ReadWrite:
 		return lockactor.RedissonRW, nil
 	}
+	if kind.Name == lockactor.SemaphoreName {
+		return lockactor.RedissonSemaphore(kind.Permits), nil
+	}
 	return nil, fmt.Errorf("%w: %s under the Redisson layout (Redisson's keys for it differ; see docs/redisson.md)", ErrNotSupported, kind.Name)
 }
 

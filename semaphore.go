@@ -24,6 +24,17 @@ import (
 // while the name is held ends with ErrPermits and changes nothing. permits
 // below 1 ends the Lock with ErrInvalidOption; a name in use as another kind
 // of lock ends it with ErrWrongKind.
+//
+// Under LayoutRedisson the semaphore is Redisson's
+// RPermitExpirableSemaphore of the name, shared with Java processes: a
+// permit is a lease record beside Redisson's count of free permits, and
+// releases of either side wake waiters of both. Its size is the one Redis
+// keeps (Java's trySetPermits, or the first Semaphore call on a name with
+// no keys, which sets it up the same way); another count ends with
+// ErrPermits even while no permit is held. Redisson keeps no fencing
+// counter for the kind, so Token is 0: a Java holder takes no token, and
+// one counted for the Go holders alone would fence them against each other
+// but not against Java's writes.
 func (c *Client) Semaphore(ctx context.Context, name string, permits int, opts ...Option) *Lock {
 	if permits < 1 {
 		return endedLock(name, fmt.Errorf("%w: Semaphore permits %d, want at least 1", ErrInvalidOption, permits))

@@ -174,7 +174,7 @@ func rwRound(ctx context.Context, e *env, round int, rw bool, warm, dur time.Dur
 
 // holdfastClients opens n holdfast Clients on the server, each with its
 // own rueidis client; done closes every one opened.
-func (e *env) holdfastClients(n int) (cls []*holdfast.Client, done func(), err error) {
+func (e *env) holdfastClients(n int, layout ...holdfast.Layout) (cls []*holdfast.Client, done func(), err error) {
 	var rdbs []rueidis.Client
 	done = func() {
 		for i := range cls {
@@ -187,7 +187,11 @@ func (e *env) holdfastClients(n int) (cls []*holdfast.Client, done func(), err e
 		if err != nil {
 			return cls, done, err
 		}
-		c, err := holdfast.New(holdfast.Config{Redis: rdb})
+		cfg := holdfast.Config{Redis: rdb}
+		if len(layout) > 0 {
+			cfg.Layout = layout[0]
+		}
+		c, err := holdfast.New(cfg)
 		if err != nil {
 			rdb.Close()
 			return cls, done, err

@@ -23,40 +23,48 @@ const (
 // work. It reports grants/s, Redis commands per grant (scripts' inner
 // commands included), the p99 of a grant's wait and the most holders seen
 // at once (which must not pass 8), then the same load on Lock for scale.
-// holdfast only: the peers have no semaphore on Redis.
+// holdfast only: the peers have no semaphore on Redis. With -libs
+// holdfast-redisson it runs again under LayoutRedisson (Redisson's
+// RPermitExpirableSemaphore, and its RLock for scale).
 func runSemaphore(e *env) error {
-	if !contains(e.libs, libHoldfast) {
-		return nil
-	}
 	warm, dur := 300*time.Millisecond, 2*time.Second
 	if e.quick {
 		warm, dur = 150*time.Millisecond, 600*time.Millisecond
 	}
-	for r := range e.rounds() {
-		var sem, ex semFigures
-		var err error
-		labelled("semaphore", libHoldfast, func(ctx context.Context) {
-			if sem, err = semRound(ctx, e, r, semPermits, warm, dur); err != nil {
-				return
+	for _, lib := range []string{libHoldfast, libHoldfastRedisson} {
+		if !contains(e.libs, lib) {
+			continue
+		}
+		layout := holdfast.LayoutHoldfast
+		if lib == libHoldfastRedisson {
+			layout = holdfast.LayoutRedisson
+		}
+		for r := range e.rounds() {
+			var sem, ex semFigures
+			var err error
+			labelled("semaphore", lib, func(ctx context.Context) {
+				if sem, err = semRound(ctx, e, r, semPermits, layout, warm, dur); err != nil {
+					return
+				}
+				ex, err = semRound(ctx, e, r, 0, layout, warm, dur)
+			})
+			if err != nil {
+				return err
 			}
-			ex, err = semRound(ctx, e, r, 0, warm, dur)
-		})
-		if err != nil {
-			return err
-		}
-		e.res.add("semaphore", libHoldfast, "grants_per_s", sem.grants)
-		e.res.add("semaphore", libHoldfast, "commands_per_grant", sem.commands)
-		e.res.add("semaphore", libHoldfast, "grant_wait_p99_us", us(sem.waitP99))
-		e.res.add("semaphore", libHoldfast, "max_holders", float64(sem.maxHolders))
-		e.res.add("semaphore", libHoldfast, "lock_grants_per_s", ex.grants)
-		e.res.add("semaphore", libHoldfast, "lock_commands_per_grant", ex.commands)
-		e.res.add("semaphore", libHoldfast, "lock_grant_wait_p99_us", us(ex.waitP99))
-		if sem.maxHolders > semPermits {
-			e.notef("semaphore round %d: %d HOLDERS AT ONCE on %d permits", r, sem.maxHolders, semPermits)
-		}
-		if r == e.rounds()-1 {
-			e.notef("semaphore (last round): %.0f grants/s, %.1f commands/grant, at most %d holders at once; Lock %.0f grants/s, %.1f commands/grant",
-				sem.grants, sem.commands, sem.maxHolders, ex.grants, ex.commands)
+			e.res.add("semaphore", lib, "grants_per_s", sem.grants)
+			e.res.add("semaphore", lib, "commands_per_grant", sem.commands)
+			e.res.add("semaphore", lib, "grant_wait_p99_us", us(sem.waitP99))
+			e.res.add("semaphore", lib, "max_holders", float64(sem.maxHolders))
+			e.res.add("semaphore", lib, "lock_grants_per_s", ex.grants)
+			e.res.add("semaphore", lib, "lock_commands_per_grant", ex.commands)
+			e.res.add("semaphore", lib, "lock_grant_wait_p99_us", us(ex.waitP99))
+			if sem.maxHolders > semPermits {
+				e.notef("semaphore %s round %d: %d HOLDERS AT ONCE on %d permits", lib, r, sem.maxHolders, semPermits)
+			}
+			if r == e.rounds()-1 {
+				e.notef("semaphore %s (last round): %.0f grants/s, %.1f commands/grant, at most %d holders at once; Lock %.0f grants/s, %.1f commands/grant",
+					lib, sem.grants, sem.commands, sem.maxHolders, ex.grants, ex.commands)
+			}
 		}
 	}
 	return nil
@@ -70,15 +78,15 @@ type semFigures struct {
 
 // semRound runs the load once: with Semaphore(name, permits), or with Lock
 // when permits is 0.
-func semRound(ctx context.Context, e *env, round, permits int, warm, dur time.Duration) (semFigures, error) {
-	cls, done, err := e.holdfastClients(semClients)
+func semRound(ctx context.Context, e *env, round, permits int, layout holdfast.Layout, warm, dur time.Duration) (semFigures, error) {
+	cls, done, err := e.holdfastClients(semClients, layout)
 	defer done()
 	if err != nil {
 		return semFigures{}, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	name := fmt.Sprintf("sem:%d:%d", permits, round)
+	name := fmt.Sprintf("sem:%d:%d:%v", permits, round, layout)
 
 	var measuring, stop atomic.Bool
 	var grants, holders, maxHolders atomic.Int64

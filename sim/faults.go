@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"maps"
 	"time"
 
 	"github.com/holdfast/holdfast"
@@ -173,6 +174,9 @@ func (n *node) copyFrom(src *Node) {
 			for f, v := range e.hash {
 				c.hash[f] = v
 			}
+		}
+		if e.zset != nil {
+			c.hash, c.zset = nil, maps.Clone(e.zset)
 		}
 		n.data[k] = c
 	}

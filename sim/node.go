@@ -13,10 +13,11 @@ const errWrongType = "WRONGTYPE Operation against a key holding the wrong kind o
 type entry struct {
 	str      *string
 	hash     map[string]string
+	zset     map[string]float64
 	expireAt time.Time // zero: no TTL
 }
 
-// Node is one simulated Redis server: an in-memory keyspace of strings and
+// Node is one simulated Redis server: an in-memory keyspace of strings, sorted sets and
 // hashes whose TTLs follow the virtual time given by now, and a Lua engine
 // that runs the same scripts as production (see Eval). Every write it
 // applies is appended to its replication log, with expiries made absolute
@@ -240,6 +241,8 @@ func (n *Node) Do(args ...string) Reply {
 			return statusReply("none")
 		case e.hash != nil:
 			return statusReply("hash")
+		case e.zset != nil:
+			return statusReply("zset")
 		}
 		return statusReply("string")
 	case "PERSIST":
@@ -411,6 +414,9 @@ func (n *Node) Do(args ...string) Reply {
 		}
 		return n.Eval(a[0], a[2:2+nk], a[2+nk:])
 	}
+	if r, ok := n.doZset(cmd, a); ok {
+		return r
+	}
 	return errReply(fmt.Sprintf("ERR unknown command '%s'", args[0]))
 }
 
@@ -535,6 +541,10 @@ func (n *Node) Dump() string {
 		}
 		if e.str != nil {
 			fmt.Fprintf(&b, "%s string %q exp=%d\n", k, *e.str, exp)
+			continue
+		}
+		if e.zset != nil {
+			fmt.Fprintf(&b, "%s zset %v exp=%d\n", k, zsetText(e.zset), exp)
 			continue
 		}
 		fs := make([]string, 0, len(e.hash))

@@ -16,7 +16,8 @@ import (
 const statusHelp = `usage: holdfast status [--redis URL] [--layout L] [--json] NAME...
 
 Show what Redis holds of each lock NAME: its kind, holders (CLIENTID:INSTANCE:OWNER as the
-holder's Client stored it, ID:THREAD under --layout redisson, and its reentry count),
+holder's Client stored it, ID:THREAD under --layout redisson (a semaphore's permit id
+there), and its reentry count),
 remaining TTL, fencing counter and queued waiters.
 ` + "\n" + layoutHelp
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -255,6 +256,10 @@ type subscription struct {
 // onMessage is LockPubSub.onMessage.
 func (s *subscription) onMessage(m rueidis.PubSubMessage) {
 	if m.Channel != s.channel {
+		return
+	}
+	if strings.HasPrefix(s.channel, SemChannelPrefix+":") {
+		s.semMessage(m.Message)
 		return
 	}
 	switch m.Message {

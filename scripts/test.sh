@@ -39,6 +39,7 @@ go test -count=1 -run 'TestRWLockProperties' -rapid.checks=1000 "$@" .
 go test -count=1 -run '^TestFairLockProperties$' -rapid.checks=1000 "$@" .
 go test -count=1 -run '^TestFairHandoffLiveness$' -rapid.checks=2000 "$@" .
 go test -count=1 -run '^TestSemaphoreProperties$' -rapid.checks=2000 "$@" .
+go test -count=1 -run '^TestSemaphorePropertiesRedisson$' -rapid.checks=2000 "$@" .
 go test -count=1 -run '^TestLockPropertiesRedisson$' -rapid.checks=2000 "$@" .
 go test -count=1 -run '^TestElectionProperties$' -rapid.checks=2000 "$@" .
 go test -count=1 ./sim -run '^TestRedLockLivenessProperties$' -rapid.checks=1000 "$@"

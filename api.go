@@ -288,6 +288,8 @@ func (c *Client) layoutKind(kind *lockactor.Kind) (*lockactor.Kind, error) {
 		return lockactor.RedissonLock, nil
 	case lockactor.ReadWrite:
 		return lockactor.RedissonRW, nil
+	case lockactor.Fair:
+		return lockactor.RedissonFair, nil
 	}
 	return nil, fmt.Errorf("%w: %s under the Redisson layout (Redisson's keys for it differ; see README, Sharing locks with Java)", ErrNotSupported, kind.Name)
 }

@@ -1,0 +1,89 @@
+-- redisson_fair_common: the part the Redisson fair lock's scripts share
+-- (scripts.go puts it in front of each). The keys are Redisson's
+-- RFairLock's, so that Go and Java waiters queue in one line:
+--
+--   NAME                           hash: field ID:THREAD -> reentry count of the holder,
+--                                  PEXPIRE = lease (as an RLock)
+--   redisson_lock_queue:{NAME}     list: waiting fields, first come first
+--   redisson_lock_timeout:{NAME}   sorted set: waiting field -> deadline, Unix ms; a
+--                                  waiter at the head of the list whose deadline has
+--                                  passed is dropped by the next script that looks
+--   redisson_lock__channel:{NAME}:ID:THREAD  one waiter's channel: the integer 0 when
+--                                  the lock is free and that waiter heads the list
+--
+-- Redisson's clients date deadlines from their own clocks; holdfast's
+-- scripts from Redis's (TIME). A Java waiter's deadline is its
+-- predecessor's plus its wait (Redisson's fairLockWaitTimeout, 5 minutes
+-- by default, or tryLock's wait time), and every grant from the line takes
+-- the grantee's wait off every deadline left. A Go waiter's deadline is set
+-- by its keep-alives: WaiterTimeout from now, plus one share (java_wait,
+-- or WaiterTimeout when longer) for each waiter ahead of it, whose grants
+-- may each take that much off; a Go grant takes WaiterTimeout off.
+local java_wait = 300000
+
+-- now_ms is Redis's clock in milliseconds.
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- other_kind: NAME, the list or the set holds something a fair lock's
+-- keys cannot be (a string such as a semaphore's, an RReadWriteLock's hash
+-- with its mode field, a key of another type).
+local function other_kind(H, L, Z)
+  local t = redis.call('type', H).ok
+  if t ~= 'none' and (t ~= 'hash' or redis.call('hexists', H, 'mode') == 1) then return true end
+  t = redis.call('type', L).ok
+  if t ~= 'none' and t ~= 'list' then return true end
+  t = redis.call('type', Z).ok
+  return t ~= 'none' and t ~= 'zset'
+end
+
+-- prune drops the waiters at the head of the line whose deadline has
+-- passed, as Redisson does: only from the front, one after the other.
+local function prune(L, Z, now)
+  while true do
+    local head = redis.call('lindex', L, 0)
+    if not head then return end
+    local deadline = redis.call('zscore', Z, head)
+    if not deadline or tonumber(deadline) > now then return end
+    redis.call('zrem', Z, head)
+    redis.call('lpop', L)
+  end
+end
+
+-- wake tells the head of the line, on its own channel, that the lock is
+-- free: Redisson's unlock message, 0.
+local function wake(L, CH)
+  local head = redis.call('lindex', L, 0)
+  if head then redis.call('publish', CH .. ':' .. head, 0) end
+end
+
+-- shift takes ms off every deadline in the line (a grant from the line,
+-- as Redisson's).
+local function shift(Z, ms)
+  local all = redis.call('zrange', Z, 0, -1)
+  for i = 1, #all do redis.call('zincrby', Z, -ms, all[i]) end
+end
+
+-- leave takes field out of the line; the deadlines behind it lose its
+-- share (wt), as when a Java waiter gives up.
+local function leave(L, Z, field, wt)
+  local pos = redis.call('lpos', L, field)
+  if not pos then
+    redis.call('zrem', Z, field)
+    return
+  end
+  local all = redis.call('lrange', L, pos + 1, -1)
+  for i = 1, #all do redis.call('zincrby', Z, -wt, all[i]) end
+  redis.call('zrem', Z, field)
+  redis.call('lrem', L, 0, field)
+end
+
+-- refresh sets a Go waiter's deadline to at least WaiterTimeout (wt) from
+-- now plus a share for each waiter ahead of it (ahead: its rank).
+local function refresh(Z, field, now, wt, ahead)
+  local want = now + wt + ahead * math.max(wt, java_wait)
+  local cur = redis.call('zscore', Z, field)
+  if not cur or tonumber(cur) < want then redis.call('zadd', Z, want, field) end
+end

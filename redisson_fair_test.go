@@ -39,14 +39,19 @@ func waitLine(t testing.TB, srv *redistest.Server, name string, n int64) {
 func TestRedissonFairMixedArrivalOrder(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := context.Background()
+	// Both sides give a waiter the same wait (Redisson's default
+	// fairLockWaitTimeout, WaiterTimeout): a grant takes that much off the
+	// deadlines behind it.
 	java := javaClient(t, srv, "5b0c2c1e-7d1a-4c55-9a43-2f1e0d9c8b7a")
-	c1 := redissonClient(t, srv, holdfast.Config{})
-	c2 := redissonClient(t, srv, holdfast.Config{})
+	cfg := holdfast.Config{WaiterTimeout: redissontest.DefaultFairLockWaitTimeout}
+	c1 := redissonClient(t, srv, cfg)
+	c2 := redissonClient(t, srv, cfg)
 	const name = "exports"
 	if err := java.FairLock(ctx, name, 1, -1); err != nil {
 		t.Fatal(err)
 	}
 
+	const hold = 20 * time.Millisecond
 	var mu sync.Mutex
 	var order []string
 	var handovers []time.Duration
@@ -73,7 +78,7 @@ func TestRedissonFairMixedArrivalOrder(t *testing.T) {
 				return
 			}
 			granted(who)
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(hold)
 			released()
 			if err := l.Release(ctx); err != nil {
 				t.Errorf("%s release: %v", who, err)
@@ -89,7 +94,7 @@ func TestRedissonFairMixedArrivalOrder(t *testing.T) {
 				return
 			}
 			granted(who)
-			time.Sleep(20 * time.Millisecond)
+			time.Sleep(hold)
 			released()
 			if err := java.FairUnlock(ctx, name, thread); err != nil {
 				t.Errorf("%s unlock: %v", who, err)

@@ -13,13 +13,13 @@
 --
 -- Redisson's clients date deadlines from their own clocks; holdfast's
 -- scripts from Redis's (TIME). A Java waiter's deadline is its
--- predecessor's plus its wait (Redisson's fairLockWaitTimeout, 5 minutes
--- by default, or tryLock's wait time), and every grant from the line takes
--- the grantee's wait off every deadline left. A Go waiter's deadline is set
--- by its keep-alives: WaiterTimeout from now, plus one share (java_wait,
--- or WaiterTimeout when longer) for each waiter ahead of it, whose grants
--- may each take that much off; a Go grant takes WaiterTimeout off.
-local java_wait = 300000
+-- predecessor's plus its wait W (Redisson's fairLockWaitTimeout, or
+-- tryLock's wait time), and every grant from the line takes the grantee's
+-- W off every deadline left. A Go client is such a client whose W is its
+-- WaiterTimeout (wt): its grants and its waiters that leave take wt off,
+-- and its waiters' keep-alives set their deadlines to wt from now plus wt
+-- for each waiter ahead (what the grants ahead may take off, when every
+-- client's W is wt).
 
 -- now_ms is Redis's clock in milliseconds.
 local function now_ms()
@@ -80,10 +80,10 @@ local function leave(L, Z, field, wt)
   redis.call('lrem', L, 0, field)
 end
 
--- refresh sets a Go waiter's deadline to at least WaiterTimeout (wt) from
--- now plus a share for each waiter ahead of it (ahead: its rank).
+-- refresh sets a Go waiter's deadline to at least wt from now plus wt for
+-- each waiter ahead of it (ahead: its rank).
 local function refresh(Z, field, now, wt, ahead)
-  local want = now + wt + ahead * math.max(wt, java_wait)
+  local want = now + (1 + ahead) * wt
   local cur = redis.call('zscore', Z, field)
   if not cur or tonumber(cur) < want then redis.call('zadd', Z, want, field) end
 end

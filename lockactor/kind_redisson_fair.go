@@ -8,9 +8,11 @@ import "github.com/holdfast/holdfast/scripts"
 // order they asked; the lock goes to the head of the line when it is free,
 // and a release tells only that waiter, on its own channel (so a client
 // listens on the channel of the head of its local queue: HeadChannel). A
-// Go waiter keeps its place alive every WaiterTimeout/3 and leaves it when
-// it gives up; a dead process's places lapse as Redisson's do, a dead head
-// being dropped by the next script that looks. Holds are renewed as an
+// Go waiter keeps its place alive every WaiterTimeout/3 (its deadline then
+// WaiterTimeout away, plus one for each waiter ahead of it) and leaves it
+// when it gives up; a dead process's places lapse at their deadlines, a
+// dead head being dropped by the next script that looks, as Redisson
+// drops its own. Holds are renewed as an
 // RLock's; tokens come from RFencedLock's counter, raised by every Go
 // grant (Java's RFairLock does not raise it).
 var RedissonFair = &Kind{
@@ -37,7 +39,7 @@ var RedissonFair = &Kind{
 	},
 	DecodeAcquire: DecodeAcquire,
 	Release: func(env Env, field string, expected int64) scripts.Call {
-		keys, args := scripts.RedissonFairReleaseCall(env.Name, field, expected, env.Cfg.WaiterTimeout)
+		keys, args := scripts.RedissonFairReleaseCall(env.Name, field, expected)
 		return scripts.Call{Script: scripts.RedissonFairReleaseScript, Keys: keys, Args: args}
 	},
 	DecodeRelease: decodeInt,

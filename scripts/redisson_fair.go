@@ -72,6 +72,6 @@ func RedissonFairAcquireCall(name, field string, lease, waiterTimeout time.Durat
 
 // RedissonFairReleaseCall builds the keys and arguments of
 // redisson_fair_release.lua.
-func RedissonFairReleaseCall(name, field string, expected int64, waiterTimeout time.Duration) (keys, args []string) {
-	return RedissonFairWakeKeys(name), []string{field, strconv.FormatInt(expected, 10), Millis(waiterTimeout)}
+func RedissonFairReleaseCall(name, field string, expected int64) (keys, args []string) {
+	return RedissonFairWakeKeys(name), []string{field, strconv.FormatInt(expected, 10)}
 }

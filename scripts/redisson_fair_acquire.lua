@@ -23,8 +23,8 @@
 --   {-2}               the name's keys are another kind's
 --
 -- A fresh grant, as Redisson's: the hash is gone and the line is empty or
--- headed by the owner. The grantee leaves the line and the deadlines left
--- lose WaiterTimeout. Tokens come from RFencedLock's counter, INCRed by
+-- headed by the owner, who leaves the line (the deadlines left stay as
+-- they are; see redisson_fair_common.lua). Tokens come from RFencedLock's counter, INCRed by
 -- every Go grant (Redisson's fair lock has no counter of its own).
 local H, L, Z, T, CH = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local field, lease, expected = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
@@ -55,6 +55,16 @@ local function sleep(now)
 end
 
 if other_kind(H, L, Z) then return {-2} end
+local now = now_ms()
+prune(L, Z, now)
+if mode == 'place' then
+  -- Places only, never a grant: a field that holds (a hold its client
+  -- does not know of, or one whose grant crossed this call) queues all the
+  -- same, and its final release takes the place away with it.
+  place(field, now)
+  for i = 6, #ARGV do place(ARGV[i], now) end
+  return {0, sleep(now)}
+end
 local v = redis.call('hget', H, field)
 local count = 0
 if v then count = tonumber(v) end
@@ -69,13 +79,6 @@ if expected > 0 or count == 1 then
 end
 if count > 1 then return {-1, count} end
 
-local now = now_ms()
-prune(L, Z, now)
-if mode == 'place' then
-  place(field, now)
-  for i = 6, #ARGV do place(ARGV[i], now) end
-  return {0, sleep(now)}
-end
 if redis.call('exists', H) == 0 then
   local head = redis.call('lindex', L, 0)
   local turn = not head or head == field
@@ -86,11 +89,7 @@ if redis.call('exists', H) == 0 then
     if mode == 'take' and ARGV[i] == head then turn = true end
   end
   if turn then
-    if redis.call('lpos', L, field) then
-      redis.call('zrem', Z, field)
-      redis.call('lrem', L, 0, field)
-      shift(Z, wt)
-    end
+    leave(L, Z, field)
     redis.call('hset', H, field, 1)
     redis.call('pexpire', H, lease)
     return {1, 1, redis.call('incr', T)}

@@ -14,12 +14,16 @@
 -- Redisson's clients date deadlines from their own clocks; holdfast's
 -- scripts from Redis's (TIME). A Java waiter's deadline is its
 -- predecessor's plus its wait W (Redisson's fairLockWaitTimeout, or
--- tryLock's wait time), and every grant from the line takes the grantee's
--- W off every deadline left. A Go client is such a client whose W is its
--- WaiterTimeout (wt): its grants and its waiters that leave take wt off,
--- and its waiters' keep-alives set their deadlines to wt from now plus wt
--- for each waiter ahead (what the grants ahead may take off, when every
--- client's W is wt).
+-- tryLock's wait time), and a Java grant from the line takes the
+-- grantee's W off every deadline left, as a Java waiter that gives up
+-- takes its W off those behind it. A Go waiter's deadline is set by its
+-- keep-alives: its WaiterTimeout (wt) from now, plus wt for each waiter
+-- ahead of it. Go grants and departures take nothing off: a deadline
+-- budgeted for other waits than the grantee's (clients with different
+-- waits) would lose a live waiter its place. A live Go waiter keeps its
+-- place as long as no Java grant takes more than its wt off per waiter
+-- ahead (WaiterTimeout >= the Java clients' fairLockWaitTimeout); a dead
+-- one leaves within wt per waiter that was ahead of it.
 
 -- now_ms is Redis's clock in milliseconds.
 local function now_ms()
@@ -59,23 +63,8 @@ local function wake(L, CH)
   if head then redis.call('publish', CH .. ':' .. head, 0) end
 end
 
--- shift takes ms off every deadline in the line (a grant from the line,
--- as Redisson's).
-local function shift(Z, ms)
-  local all = redis.call('zrange', Z, 0, -1)
-  for i = 1, #all do redis.call('zincrby', Z, -ms, all[i]) end
-end
-
--- leave takes field out of the line; the deadlines behind it lose its
--- share (wt), as when a Java waiter gives up.
-local function leave(L, Z, field, wt)
-  local pos = redis.call('lpos', L, field)
-  if not pos then
-    redis.call('zrem', Z, field)
-    return
-  end
-  local all = redis.call('lrange', L, pos + 1, -1)
-  for i = 1, #all do redis.call('zincrby', Z, -wt, all[i]) end
+-- leave takes field out of the line.
+local function leave(L, Z, field)
   redis.call('zrem', Z, field)
   redis.call('lrem', L, 0, field)
 end

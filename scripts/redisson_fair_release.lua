@@ -9,8 +9,6 @@
 -- ARGV[1]  owner field     ID:THREAD
 -- ARGV[2]  the count the caller believes the owner holds; 0 removes the
 --          owner whatever its count, and its place in the line
--- ARGV[3]  WaiterTimeout in milliseconds (the share a leaving waiter's
---          place took of the deadlines behind it)
 --
 -- Replies, as release.lua's:
 --   n >= 0  the owner's count after the release
@@ -23,13 +21,13 @@
 -- does; so does a waiter that leaves while the lock is free, so that the
 -- turn it had passes on at once.
 local H, L, Z, CH = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local field, expected, wt = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local field, expected = ARGV[1], tonumber(ARGV[2])
 
 -- pcall: another kind's string answers WRONGTYPE; the owner holds nothing.
 local v = redis.pcall('hget', H, field)
 if type(v) ~= 'string' then
   if not other_kind(H, L, Z) then
-    leave(L, Z, field, wt)
+    leave(L, Z, field)
     if redis.call('exists', H) == 0 then
       prune(L, Z, now_ms())
       wake(L, CH)
@@ -46,7 +44,7 @@ if expected ~= 0 and count > 1 then
   return redis.call('hincrby', H, field, -1)
 end
 redis.call('del', H)
-leave(L, Z, field, wt)
+leave(L, Z, field)
 prune(L, Z, now_ms())
 wake(L, CH)
 return 0

@@ -168,6 +168,8 @@ func (n *node) copyFrom(src *Node) {
 		if e.str != nil {
 			s := *e.str
 			c.str = &s
+		} else if e.coll != nil {
+			c.coll = e.coll.clone()
 		} else {
 			c.hash = make(map[string]string, len(e.hash))
 			for f, v := range e.hash {

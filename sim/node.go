@@ -13,7 +13,8 @@ const errWrongType = "WRONGTYPE Operation against a key holding the wrong kind o
 type entry struct {
 	str      *string
 	hash     map[string]string
-	expireAt time.Time // zero: no TTL
+	coll     *collection // a list or a sorted set (node_coll.go)
+	expireAt time.Time   // zero: no TTL
 }
 
 // Node is one simulated Redis server: an in-memory keyspace of strings and
@@ -240,6 +241,8 @@ func (n *Node) Do(args ...string) Reply {
 			return statusReply("none")
 		case e.hash != nil:
 			return statusReply("hash")
+		case e.coll != nil:
+			return statusReply(e.coll.typ())
 		}
 		return statusReply("string")
 	case "PERSIST":
@@ -411,6 +414,9 @@ func (n *Node) Do(args ...string) Reply {
 		}
 		return n.Eval(a[0], a[2:2+nk], a[2+nk:])
 	}
+	if r, ok := n.doColl(cmd, a); ok {
+		return r
+	}
 	return errReply(fmt.Sprintf("ERR unknown command '%s'", args[0]))
 }
 
@@ -535,6 +541,10 @@ func (n *Node) Dump() string {
 		}
 		if e.str != nil {
 			fmt.Fprintf(&b, "%s string %q exp=%d\n", k, *e.str, exp)
+			continue
+		}
+		if e.coll != nil {
+			fmt.Fprintf(&b, "%s %s %v %v exp=%d\n", k, e.coll.typ(), e.coll.list, e.coll.zset, exp)
 			continue
 		}
 		fs := make([]string, 0, len(e.hash))

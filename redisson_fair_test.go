@@ -246,3 +246,39 @@ func TestRedissonFairWrongKind(t *testing.T) {
 		}
 	}
 }
+
+// TestRedissonFairKilledGoWaiterSkipped: a Go waiter process killed with
+// SIGKILL at the head of the line stops refreshing its deadline and is
+// dropped within its WaiterTimeout; the live waiter behind it is granted
+// then, though the Java release told only the dead one.
+func TestRedissonFairKilledGoWaiterSkipped(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	wt := time.Second
+	java := javaClient(t, srv, "7c6b5a49-3827-4615-9c8b-7a6f5e4d3c2b", redissontest.WithFairLockWaitTimeout(wt))
+	const name = "fair-crash"
+	if err := java.FairLock(ctx, name, 1, -1); err != nil {
+		t.Fatal(err)
+	}
+	cmd := startChild(t, "waiting", childEnv+"="+srv.Addr, fairChildMode+"=redisson")
+	waitLine(t, srv, name, 1)
+	live := redissonClient(t, srv, holdfast.Config{WaiterTimeout: wt}).FairLock(ctx, name)
+	waitLine(t, srv, name, 2)
+	time.Sleep(wt / 2) // the child keeps its place meanwhile
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if err := java.FairUnlock(ctx, name, 1); err != nil {
+		t.Fatal(err)
+	}
+	took := grantedWithin(t, live, killed, waitFor)
+	t.Logf("live waiter granted %v after the SIGKILL of the head (WaiterTimeout %v)", took, wt)
+	if took > wt+wt/2 {
+		t.Fatalf("granted %v after the kill, more than WaiterTimeout + margin", took)
+	}
+	if err := live.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitLine(t, srv, name, 0)
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -281,4 +282,74 @@ func TestRedissonFairKilledGoWaiterSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLine(t, srv, name, 0)
+}
+
+// TestRedissonFairMixedLoad: two Go Clients and two Java clients, three
+// goroutines or threads each, cycle on one fair lock for two seconds:
+// one holder at a time, and both sides served.
+func TestRedissonFairMixedLoad(t *testing.T) {
+	srv := redistest.Start(t)
+	var inside, most, grants, javaGrants atomic.Int64
+	enter := func() {
+		n := inside.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(200 * time.Microsecond)
+		inside.Add(-1)
+	}
+	stop := time.Now().Add(2 * time.Second)
+	cfg := holdfast.Config{WaiterTimeout: redissontest.DefaultFairLockWaitTimeout}
+	var wg sync.WaitGroup
+	for i := range 2 {
+		c := redissonClient(t, srv, cfg)
+		j := javaClient(t, srv, "java-fair-"+string(rune('a'+i)))
+		for g := range 3 {
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				ctx := context.Background()
+				for time.Now().Before(stop) {
+					l := c.FairLock(ctx, "mixed-fair")
+					if err := l.Wait(ctx); err != nil {
+						t.Errorf("Go: %v", err)
+						return
+					}
+					enter()
+					grants.Add(1)
+					l.Release(ctx)
+				}
+			}()
+			go func() {
+				defer wg.Done()
+				ctx := context.Background()
+				thread := int64(g + 1)
+				for time.Now().Before(stop) {
+					if err := j.FairLock(ctx, "mixed-fair", thread, -1); err != nil {
+						t.Errorf("Java: %v", err)
+						return
+					}
+					enter()
+					grants.Add(1)
+					javaGrants.Add(1)
+					if err := j.FairUnlock(ctx, "mixed-fair", thread); err != nil {
+						t.Errorf("Java unlock: %v", err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Fatalf("%d holders at once", most.Load())
+	}
+	if javaGrants.Load() == 0 || grants.Load() == javaGrants.Load() {
+		t.Fatalf("grants: %d, of which Java %d: one side never got in", grants.Load(), javaGrants.Load())
+	}
+	t.Logf("%d grants, %d to Java", grants.Load(), javaGrants.Load())
+	for _, k := range []string{"mixed-fair", redissontest.FairQueueKey("mixed-fair"), redissontest.FairTimeoutKey("mixed-fair")} {
+		if n, _ := srv.Do(t, "EXISTS", k).AsInt64(); n != 0 {
+			t.Fatalf("%s left behind", k)
+		}
+	}
 }

@@ -99,7 +99,10 @@ const (
 	// LayoutRedisson: Redisson's RLock/RFencedLock and RReadWriteLock keys,
 	// fields, channels and messages: Lock and ReadLock/WriteLock (and the
 	// composites made of Locks) share names with Java processes using
-	// Redisson. FairLock and Semaphore end with ErrNotSupported.
+	// Redisson; FairLock is Redisson's RFairLock, its waiters in one line
+	// with Java's (give WaiterTimeout at least the Java clients'
+	// fairLockWaitTimeout, Redisson's default 5 minutes, or a Java grant
+	// can cost a Go waiter its place). Semaphore ends with ErrNotSupported.
 	LayoutRedisson
 )
 

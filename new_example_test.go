@@ -52,8 +52,9 @@ func ExampleNew() {
 
 // LayoutRedisson makes a Client speak Redisson's keys and messages, so that
 // Go and Java processes share locks: Lock is Java's RLock (and
-// RFencedLock), ReadLock/WriteLock its RReadWriteLock. Kinds Redisson's keys
-// cannot carry end at once with ErrNotSupported.
+// RFencedLock), FairLock its RFairLock, ReadLock/WriteLock its
+// RReadWriteLock. Kinds Redisson's keys cannot carry end at once with
+// ErrNotSupported.
 func ExampleLayout() {
 	url, stop := embeddedRedis() // in a program: the Redis your Java services use
 	defer stop()
@@ -76,11 +77,11 @@ func ExampleLayout() {
 	fmt.Println("kind:", info.Kind, "holders:", len(info.Holders), "token:", l.Token())
 	l.Release(ctx)
 
-	fair := c.FairLock(ctx, "orders:42")
-	<-fair.Lost
-	fmt.Println("FairLock:", errors.Is(fair.Err(), holdfast.ErrNotSupported))
+	leader := c.Elect(ctx, "orders:leader", "me") // Redisson has no election
+	<-leader.Lost
+	fmt.Println("Elect:", errors.Is(leader.Err(), holdfast.ErrNotSupported))
 	// Output:
 	// keys are the bare names: [orders:42]
 	// kind: lock holders: 1 token: 1
-	// FairLock: true
+	// Elect: true
 }

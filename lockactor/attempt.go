@@ -18,6 +18,11 @@ import (
 func (m *Machine) kick(now time.Time) {
 	m.tryHead(now)
 	m.placeAll(now)
+	if m.kind.HeadChannel && len(m.queue) > 0 {
+		// Whoever heads the queue now, waiting or about to, listens on
+		// its own channel: the name tells no other.
+		m.subscribeHead(m.queue[0])
+	}
 }
 
 func (m *Machine) tryHead(now time.Time) {
@@ -37,9 +42,6 @@ func (m *Machine) tryHead(now time.Time) {
 	}
 	m.reorder(now)
 	r := m.queue[0]
-	if m.kind.HeadChannel && m.sub != subNone {
-		m.subscribeHead(r) // the head may have changed
-	}
 	// A head whose place call is in flight waits for it: a request has one
 	// call in flight at a time.
 	if m.blocked || r.placeOp != 0 || !(m.mayAttempt(r) || m.probing(r)) {

@@ -34,10 +34,39 @@ local function peek()
   return tonumber(redis.call('get', T) or '0')
 end
 
--- place keeps f's place, or takes one at the end of the line.
+-- seq splits a Go field ID:N into its client's ID and N, when N counts
+-- the client's anonymous requests (short: owner fields are 19 digits).
+local function seq(f)
+  local id, n = string.match(f, '^(.*):(%d+)$')
+  if n and #n <= 15 then return id, tonumber(n) end
+  return nil
+end
+
+-- place keeps f's place, or takes one at the end of the line; but ahead of
+-- the places of its own client's later requests (larger N), which calls
+-- that crossed on their way may have put there first: the client listens
+-- on the channel of its earliest waiter only.
 local function place(f, now)
   local pos = redis.call('lpos', L, f)
-  if not pos then pos = redis.call('rpush', L, f) - 1 end
+  if not pos then
+    local id, n = seq(f)
+    local before
+    if id then
+      for _, g in ipairs(redis.call('lrange', L, 0, -1)) do
+        local gid, gn = seq(g)
+        if gid == id and gn > n then
+          before = g
+          break
+        end
+      end
+    end
+    if before then
+      redis.call('linsert', L, 'before', before, f)
+      pos = redis.call('lpos', L, f)
+    else
+      pos = redis.call('rpush', L, f) - 1
+    end
+  end
   refresh(Z, f, now, wt, pos)
 end
 

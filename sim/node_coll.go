@@ -123,12 +123,12 @@ func bulks(xs []string) Reply {
 func (n *Node) doColl(cmd string, a []string) (r Reply, ok bool) {
 	zset := strings.HasPrefix(cmd, "Z")
 	switch cmd {
-	case "RPUSH", "LPOP", "LINDEX", "LLEN", "LRANGE", "LREM", "LPOS",
+	case "RPUSH", "LPOP", "LINDEX", "LLEN", "LRANGE", "LREM", "LPOS", "LINSERT",
 		"ZADD", "ZINCRBY", "ZSCORE", "ZREM", "ZRANGE", "ZRANK", "ZCARD":
 	default:
 		return Reply{}, false
 	}
-	arities := map[string]int{"RPUSH": 2, "LPOP": 1, "LINDEX": 2, "LLEN": 1, "LRANGE": 3, "LREM": 3, "LPOS": 2,
+	arities := map[string]int{"RPUSH": 2, "LPOP": 1, "LINDEX": 2, "LLEN": 1, "LRANGE": 3, "LREM": 3, "LPOS": 2, "LINSERT": 4,
 		"ZADD": 3, "ZINCRBY": 3, "ZSCORE": 2, "ZREM": 2, "ZRANGE": 3, "ZRANK": 2, "ZCARD": 1}
 	if len(a) < arities[cmd] {
 		return arity(cmd), true
@@ -198,6 +198,21 @@ func (n *Node) doColl(cmd string, a []string) (r Reply, ok bool) {
 			n.dropEmpty(a[0], c)
 		}
 		return intReply(int64(removed)), true
+	case "LINSERT":
+		if !strings.EqualFold(a[1], "before") {
+			return errReply("ERR the simulator's LINSERT takes BEFORE only"), true
+		}
+		for i, v := range c.list {
+			if v == a[2] {
+				c.list = append(c.list[:i], append([]string{a[3]}, c.list[i:]...)...)
+				n.write(cmd, a[0], a[1], a[2], a[3])
+				return intReply(int64(len(c.list))), true
+			}
+		}
+		if len(c.list) == 0 {
+			return intReply(0), true
+		}
+		return intReply(-1), true
 	case "LPOS":
 		for i, v := range c.list {
 			if v == a[1] {

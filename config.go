@@ -99,9 +99,12 @@ const (
 	// LayoutRedisson: Redisson's RLock/RFencedLock and RReadWriteLock keys,
 	// fields, channels and messages: Lock and ReadLock/WriteLock (and the
 	// composites made of Locks) share names with Java processes using
-	// Redisson; Semaphore is Redisson's RPermitExpirableSemaphore (a permit
-	// has no fencing token there: Token is 0). FairLock ends with
-	// ErrNotSupported.
+	// Redisson; FairLock is Redisson's RFairLock, its waiters in one line
+	// with Java's (give WaiterTimeout at least the Java clients'
+	// fairLockWaitTimeout, Redisson's default 5 minutes, or a Java grant
+	// can cost a Go waiter its place); Semaphore is Redisson's
+	// RPermitExpirableSemaphore (a permit has no fencing token there: Token
+	// is 0). Elect, Leader and Observe end with ErrNotSupported.
 	LayoutRedisson
 )
 

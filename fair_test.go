@@ -215,10 +215,15 @@ func TestFairLockKindsRefuseEachOther(t *testing.T) {
 // fairChildMode makes the child process a fair waiter (see runFairChild).
 const fairChildMode = "HOLDFAST_TEST_CHILD_FAIR"
 
-// runFairChild queues a FairLock on "fair-crash" with a 1s WaiterTimeout,
-// prints "waiting" and waits until it is killed.
+// runFairChild queues a FairLock on "fair-crash" with a 1s WaiterTimeout
+// (under LayoutRedisson when fairChildMode is "redisson"), prints
+// "waiting" and waits until it is killed.
 func runFairChild() {
-	c := childClient(holdfast.Config{ClientID: "child", WaiterTimeout: time.Second})
+	cfg := holdfast.Config{ClientID: "child", WaiterTimeout: time.Second}
+	if os.Getenv(fairChildMode) == "redisson" {
+		cfg.Layout = holdfast.LayoutRedisson
+	}
+	c := childClient(cfg)
 	l := c.FairLock(context.Background(), "fair-crash")
 	fmt.Println("waiting")
 	<-l.Lost

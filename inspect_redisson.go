@@ -30,10 +30,11 @@ var (
 var errRedissonInspectReply = errors.New("redisson_inspect script: malformed reply")
 
 // inspectRedisson reads NAME as Redisson keeps an RLock or RReadWriteLock.
-func (c *Client) inspectRedisson(ctx context.Context, rdb rueidis.Client, name string, info *Info) error {
+func (c *Client) inspectRedisson(ctx context.Context, rdb rueidis.Client, name string, info *Info) (err error) {
 	if sem, err := inspectRedissonSem(ctx, rdb, name, info); sem || err != nil {
 		return err
 	}
+	defer func() { err = inspectRedissonFair(ctx, rdb, name, info, err) }()
 	reply, err := redissonInspectScript.Exec(ctx, rdb, []string{name}, nil).ToArray()
 	if err != nil {
 		return err
@@ -103,7 +104,10 @@ func forceUnlockRedisson(ctx context.Context, rdb rueidis.Client, name string) e
 		script = redissonForceUnlockSharded
 	}
 	keys := []string{name, scripts.RedissonLockChannel(name), scripts.RedissonRWChannel(name), scripts.RedissonTokenKey(name)}
-	return script.Exec(ctx, rdb, keys, nil).Error()
+	if err := script.Exec(ctx, rdb, keys, nil).Error(); err != nil {
+		return err
+	}
+	return wakeRedissonFair(ctx, rdb, name)
 }
 
 // redissonNames scans every node for hashes matching pattern whose fields

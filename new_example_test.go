@@ -56,8 +56,9 @@ func ExampleNew() {
 
 // LayoutRedisson makes a Client speak Redisson's keys and messages, so that
 // Go and Java processes share locks: Lock is Java's RLock (and
-// RFencedLock), ReadLock/WriteLock its RReadWriteLock. Kinds Redisson's keys
-// cannot carry end at once with ErrNotSupported.
+// RFencedLock), FairLock its RFairLock, ReadLock/WriteLock its
+// RReadWriteLock, Semaphore its RPermitExpirableSemaphore. Kinds Redisson
+// has no keys for (elections) end at once with ErrNotSupported.
 func ExampleLayout() {
 	url, stop, err := holdfasttest.Embedded() // in a program: the Redis your Java services use
 	if err != nil {
@@ -88,13 +89,14 @@ func ExampleLayout() {
 		fmt.Println("release:", err)
 	}
 
-	fair := c.FairLock(ctx, "orders:42")
-	fmt.Println("FairLock:", errors.Is(fair.Wait(ctx), holdfast.ErrNotSupported))
+	leader := c.Elect(ctx, "orders:leader", "me") // Redisson has no election
+	<-leader.Lost
+	fmt.Println("Elect:", errors.Is(leader.Err(), holdfast.ErrNotSupported))
 	if err := c.Close(); err != nil {
 		fmt.Println("close:", err)
 	}
 	// Output:
 	// keys are the bare names: [orders:42]
 	// kind: lock holders: 1 token: 1
-	// FairLock: true
+	// Elect: true
 }

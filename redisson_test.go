@@ -330,7 +330,7 @@ func TestRedissonNotSupported(t *testing.T) {
 	srv := redistest.Start(t)
 	c := redissonClient(t, srv, holdfast.Config{})
 	ctx := context.Background()
-	for _, l := range []*holdfast.Lock{c.FairLock(ctx, "x")} {
+	for _, l := range []*holdfast.Lock{c.Elect(ctx, "x", "me")} {
 		if err := l.Wait(ctx); !errors.Is(err, holdfast.ErrNotSupported) {
 			t.Fatalf("ended with %v, want ErrNotSupported", err)
 		}

@@ -126,6 +126,8 @@ func (c *Client) layoutKind(kind *lockactor.Kind) (*lockactor.Kind, error) {
 		return lockactor.RedissonLock, nil
 	case lockactor.ReadWrite:
 		return lockactor.RedissonRW, nil
+	case lockactor.Fair:
+		return lockactor.RedissonFair, nil
 	}
 	if kind.Name == lockactor.SemaphoreName {
 		return lockactor.RedissonSemaphore(kind.Permits), nil

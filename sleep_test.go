@@ -463,7 +463,6 @@ func TestEveryKindSleeps(t *testing.T) {
 			"fixed-lease": func(n string) *holdfast.Lock { return c.Lock(ctx, n, holdfast.WithLease(time.Hour)) },
 		}
 		if layout == holdfast.LayoutRedisson {
-			delete(kinds, "fair") // not in Redisson's layout (ErrNotSupported)
 			delete(kinds, "semaphore")
 			delete(kinds, "election")
 		}

@@ -8,27 +8,32 @@ import (
 
 // runFairlock is hotlock's shape (4 clients × 16 goroutines on one key)
 // with holdfast's FairLock, which no peer offers: its figures sit beside
-// holdfast's hotlock row, which is the price of fairness. It also counts
+// holdfast's hotlock row, which is the price of fairness (and, with -libs
+// holdfast-redisson, beside the same FairLock on Redisson's keys). It also counts
 // FIFO violations: grants that overtook a request made more than
 // fifoMargin earlier.
 func runFairlock(e *env) error {
-	if !contains(e.libs, libHoldfast) {
-		return nil
-	}
 	warm, dur := 300*time.Millisecond, 2*time.Second
 	if e.quick {
 		warm, dur = 150*time.Millisecond, 600*time.Millisecond
 	}
-	for r := range e.rounds() {
-		rtt, err := e.roundRTT("fairlock")
-		if err != nil {
-			return err
+	// holdfast-redisson (asked for with -libs) is the same FairLock on
+	// Redisson's RFairLock keys: its cost beside the native layout's.
+	for _, lib := range []string{libHoldfast, libHoldfastRedisson} {
+		if !contains(e.libs, lib) {
+			continue
 		}
-		labelled("fairlock", libHoldfast, func(ctx context.Context) {
-			err = hotlockRound(ctx, e, "fairlock", libHoldfast, r, warm, dur, rtt, openOpts{fair: true})
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %w", libHoldfast, err)
+		for r := range e.rounds() {
+			rtt, err := e.roundRTT("fairlock")
+			if err != nil {
+				return err
+			}
+			labelled("fairlock", lib, func(ctx context.Context) {
+				err = hotlockRound(ctx, e, "fairlock", lib, r, warm, dur, rtt, openOpts{fair: true})
+			})
+			if err != nil {
+				return fmt.Errorf("%s: %w", lib, err)
+			}
 		}
 	}
 	return nil

@@ -18,6 +18,11 @@ import (
 func (m *Machine) kick(now time.Time) {
 	m.tryHead(now)
 	m.placeAll(now)
+	if m.kind.HeadChannel && len(m.queue) > 0 {
+		// Whoever heads the queue now, waiting or about to, listens on
+		// its own channel: the name tells no other.
+		m.subscribeHead(m.queue[0])
+	}
 }
 
 func (m *Machine) tryHead(now time.Time) {
@@ -450,10 +455,31 @@ func (m *Machine) wake(now time.Time) {
 // subscribe starts interest in the kind's channel for the waiters of r's
 // client, unless already subscribed.
 func (m *Machine) subscribe(r *request) {
+	if m.kind.HeadChannel {
+		m.subscribeHead(r)
+		return
+	}
 	if m.sub != subNone {
 		return
 	}
 	m.sub, m.channel = subPending, m.kind.Channel(m.env.Name, scripts.ClientOfField(r.Field))
+	m.emit(Effect{Kind: EffSubscribe, Channel: m.channel})
+}
+
+// subscribeHead keeps the subscription of a HeadChannel kind on the
+// channel of the head of the local queue (r when the queue is empty).
+func (m *Machine) subscribeHead(r *request) {
+	if len(m.queue) > 0 {
+		r = m.queue[0]
+	}
+	ch := m.kind.Channel(m.env.Name, r.Field)
+	if m.sub != subNone {
+		if ch == m.channel {
+			return
+		}
+		m.unsubscribe()
+	}
+	m.sub, m.channel = subPending, ch
 	m.emit(Effect{Kind: EffSubscribe, Channel: m.channel})
 }
 

@@ -88,6 +88,12 @@ type Kind struct {
 	// Channel is the pub/sub channel whose messages wake this client's
 	// waiters of the name (clientID is the owner fields' prefix).
 	Channel func(name, clientID string) string
+	// HeadChannel: the name wakes each waiter on a channel of its own
+	// (Redisson's fair lock). Channel is then given the owner field of the
+	// head of the local queue instead of a client id, and the subscription
+	// follows the head as it changes; its confirmation makes the new head
+	// look once, for a message sent before it listened.
+	HeadChannel bool
 	// MayAttempt reports whether the local request at the head of the queue
 	// may try for the lock now, given the holds this client has on the name
 	// (one per owner field; holds yields them). Nil: only when this client

@@ -37,6 +37,7 @@ go test -count=1 -run 'AllocatesNothing$' "$@" ./lockactor
 go test -count=1 -run '^TestLockProperties$' -rapid.checks=10000 "$@" .
 go test -count=1 -run 'TestRWLockProperties' -rapid.checks=1000 "$@" .
 go test -count=1 -run '^TestFairLockProperties$' -rapid.checks=1000 "$@" .
+go test -count=1 -run '^TestFairLockPropertiesRedisson$' -rapid.checks=1000 "$@" .
 go test -count=1 -run '^TestFairHandoffLiveness$' -rapid.checks=2000 "$@" .
 go test -count=1 -run '^TestSemaphoreProperties$' -rapid.checks=2000 "$@" .
 go test -count=1 -run '^TestSemaphorePropertiesRedisson$' -rapid.checks=2000 "$@" .

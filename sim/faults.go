@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"maps"
 	"time"
 
 	"github.com/holdfast/holdfast"
@@ -169,14 +168,13 @@ func (n *node) copyFrom(src *Node) {
 		if e.str != nil {
 			s := *e.str
 			c.str = &s
+		} else if e.coll != nil {
+			c.coll = e.coll.clone()
 		} else {
 			c.hash = make(map[string]string, len(e.hash))
 			for f, v := range e.hash {
 				c.hash[f] = v
 			}
-		}
-		if e.zset != nil {
-			c.hash, c.zset = nil, maps.Clone(e.zset)
 		}
 		n.data[k] = c
 	}

@@ -13,8 +13,8 @@ const errWrongType = "WRONGTYPE Operation against a key holding the wrong kind o
 type entry struct {
 	str      *string
 	hash     map[string]string
-	zset     map[string]float64
-	expireAt time.Time // zero: no TTL
+	coll     *collection // a list or a sorted set (node_coll.go)
+	expireAt time.Time   // zero: no TTL
 }
 
 // Node is one simulated Redis server: an in-memory keyspace of strings, sorted sets and
@@ -241,8 +241,8 @@ func (n *Node) Do(args ...string) Reply {
 			return statusReply("none")
 		case e.hash != nil:
 			return statusReply("hash")
-		case e.zset != nil:
-			return statusReply("zset")
+		case e.coll != nil:
+			return statusReply(e.coll.typ())
 		}
 		return statusReply("string")
 	case "PERSIST":
@@ -417,6 +417,9 @@ func (n *Node) Do(args ...string) Reply {
 	if r, ok := n.doZset(cmd, a); ok {
 		return r
 	}
+	if r, ok := n.doColl(cmd, a); ok {
+		return r
+	}
 	return errReply(fmt.Sprintf("ERR unknown command '%s'", args[0]))
 }
 
@@ -543,8 +546,8 @@ func (n *Node) Dump() string {
 			fmt.Fprintf(&b, "%s string %q exp=%d\n", k, *e.str, exp)
 			continue
 		}
-		if e.zset != nil {
-			fmt.Fprintf(&b, "%s zset %v exp=%d\n", k, zsetText(e.zset), exp)
+		if e.coll != nil {
+			fmt.Fprintf(&b, "%s %s %v %v exp=%d\n", k, e.coll.typ(), e.coll.list, e.coll.zset, exp)
 			continue
 		}
 		fs := make([]string, 0, len(e.hash))

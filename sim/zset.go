@@ -7,16 +7,16 @@ import (
 	"strings"
 )
 
-// The sorted-set commands the Redisson layout's semaphore scripts use
-// (Redisson's lease records), and DECRBY: ZADD (plain), ZSCORE, ZREM,
-// ZCARD, ZRANGE by index and ZRANGEBYSCORE, with WITHSCORES and LIMIT. As in
-// Redis, a sorted set left empty is deleted. Writes replicate as ZADD and
-// ZREM, whose replay is idempotent.
+// What the Redisson layout's semaphore scripts use beyond the sorted-set
+// commands of node_coll.go: DECRBY, ZRANGEBYSCORE with WITHSCORES and
+// LIMIT, and ZRANGE by index WITHSCORES. The sets are node_coll.go's
+// collections; reads only, but for DECRBY, which goes through INCRBY.
 
-// doZset runs cmd when it is one of these commands; ok false otherwise.
+// doZset runs cmd when it is one of these commands; ok false otherwise
+// (a plain ZRANGE is node_coll.go's).
 func (n *Node) doZset(cmd string, a []string) (r Reply, ok bool) {
-	switch cmd {
-	case "DECRBY":
+	switch {
+	case cmd == "DECRBY":
 		if len(a) != 2 {
 			return arity(cmd), true
 		}
@@ -26,95 +26,10 @@ func (n *Node) doZset(cmd string, a []string) (r Reply, ok bool) {
 		}
 		n.Calls-- // INCRBY counts it
 		return n.Do("INCRBY", a[0], strconv.FormatInt(-v, 10)), true
-	case "ZADD":
-		if len(a) < 3 || len(a)%2 != 1 {
-			return arity(cmd), true
-		}
-		scores := make([]float64, 0, len(a)/2)
-		for i := 1; i < len(a); i += 2 {
-			s, err := strconv.ParseFloat(a[i], 64)
-			if err != nil || math.IsNaN(s) {
-				return errReply("ERR value is not a valid float"), true
-			}
-			scores = append(scores, s)
-		}
-		z, bad := n.zset(a[0], true)
-		if bad {
-			return wrongType(), true
-		}
-		var added int64
-		for i, s := range scores {
-			m := a[2+2*i]
-			if _, had := z[m]; !had {
-				added++
-			}
-			z[m] = s
-			n.write("ZADD", a[0], formatScore(s), m)
-		}
-		return intReply(added), true
-	case "ZSCORE":
-		if len(a) != 2 {
-			return arity(cmd), true
-		}
-		z, bad := n.zset(a[0], false)
-		if bad {
-			return wrongType(), true
-		}
-		if s, had := z[a[1]]; had {
-			return bulkReply(formatScore(s)), true
-		}
-		return nilReply(), true
-	case "ZCARD":
-		if len(a) != 1 {
-			return arity(cmd), true
-		}
-		z, bad := n.zset(a[0], false)
-		if bad {
-			return wrongType(), true
-		}
-		return intReply(int64(len(z))), true
-	case "ZREM":
-		if len(a) < 2 {
-			return arity(cmd), true
-		}
-		z, bad := n.zset(a[0], false)
-		if bad {
-			return wrongType(), true
-		}
-		var removed int64
-		for _, m := range a[1:] {
-			if _, had := z[m]; had {
-				delete(z, m)
-				removed++
-				n.write("ZREM", a[0], m)
-			}
-		}
-		if z != nil && len(z) == 0 {
-			delete(n.data, a[0])
-			n.write("DEL", a[0])
-		}
-		return intReply(removed), true
-	case "ZRANGE", "ZRANGEBYSCORE":
+	case cmd == "ZRANGEBYSCORE", cmd == "ZRANGE" && len(a) > 3:
 		return n.zrange(cmd, a), true
 	}
 	return Reply{}, false
-}
-
-// zset returns the sorted set at key (nil when absent and not created), or
-// bad for a key of another type.
-func (n *Node) zset(key string, create bool) (z map[string]float64, bad bool) {
-	e := n.get(key)
-	if e == nil {
-		if !create {
-			return nil, false
-		}
-		e = &entry{zset: make(map[string]float64)}
-		n.data[key] = e
-	}
-	if e.zset == nil {
-		return nil, true
-	}
-	return e.zset, false
 }
 
 type member struct {
@@ -148,13 +63,16 @@ func (n *Node) zrange(cmd string, a []string) Reply {
 			return errReply("ERR syntax error")
 		}
 	}
-	z, bad := n.zset(a[0], false)
+	c, bad := n.coll(a[0], true, false)
 	if bad {
 		return wrongType()
 	}
-	all := make([]member, 0, len(z))
-	for m, s := range z {
-		all = append(all, member{m, s})
+	var all []member
+	if c != nil {
+		all = make([]member, 0, len(c.zset))
+		for m, s := range c.zset {
+			all = append(all, member{m, s})
+		}
 	}
 	sort.Slice(all, func(i, j int) bool {
 		return all[i].score < all[j].score || all[i].score == all[j].score && all[i].name < all[j].name
@@ -218,23 +136,4 @@ func parseBound(s string) (v float64, open bool, err error) {
 	}
 	v, err = strconv.ParseFloat(s, 64)
 	return v, open, err
-}
-
-// formatScore renders a score as Redis does: an integral one without a
-// fraction or exponent.
-func formatScore(s float64) string {
-	if s == math.Trunc(s) && math.Abs(s) < 1e17 {
-		return strconv.FormatFloat(s, 'f', -1, 64)
-	}
-	return strconv.FormatFloat(s, 'g', 17, 64)
-}
-
-// zsetText renders a sorted set for Dump: member=score, sorted.
-func zsetText(z map[string]float64) []string {
-	out := make([]string, 0, len(z))
-	for m, s := range z {
-		out = append(out, strconv.Quote(m)+"="+formatScore(s))
-	}
-	sort.Strings(out)
-	return out
 }

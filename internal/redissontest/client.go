@@ -60,6 +60,7 @@ type Client struct {
 	watchdog time.Duration
 	sharded  bool
 	latchMs  int64
+	fairWait int64 // Config.fairLockWaitTimeout, ms
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -84,6 +85,7 @@ func New(rdb rueidis.Client, id string, opts ...Option) *Client {
 		id:       id,
 		watchdog: DefaultWatchdogTimeout,
 		latchMs:  DefaultUnlockLatchTimeoutMs,
+		fairWait: DefaultFairLockWaitTimeout.Milliseconds(),
 		subs:     map[string]*subscription{},
 		leases:   map[string]int64{},
 	}

@@ -139,7 +139,8 @@ redis.call(ARGV[2], KEYS[2], ARGV[1])
 return 1
 `)
 
-func nowMs() string { return strconv.FormatInt(time.Now().UnixMilli(), 10) }
+// nowMsText is the Java host's clock in Unix milliseconds, as Redisson passes it.
+func nowMsText() string { return strconv.FormatInt(nowMs(), 10) }
 
 // TrySetPermits is RPermitExpirableSemaphore.trySetPermits: set the size of
 // a semaphore that does not exist yet; false when it does.
@@ -152,7 +153,7 @@ func (c *Client) TrySetPermits(ctx context.Context, name string, permits int) (b
 // AvailablePermits is RPermitExpirableSemaphore.availablePermits.
 func (c *Client) AvailablePermits(ctx context.Context, name string) (int64, error) {
 	return semAvailableLua.Exec(ctx, c.rdb, []string{name, SemTimeoutKey(name), SemChannel(name)},
-		[]string{nowMs(), c.publishCommand()}).AsInt64()
+		[]string{nowMsText(), c.publishCommand()}).AsInt64()
 }
 
 // trySem runs the acquire script once for one permit: its id when granted,
@@ -165,7 +166,7 @@ func (c *Client) trySem(ctx context.Context, name string, leaseMs int64) (id str
 		end = time.Now().UnixMilli() + leaseMs
 	}
 	s, err := semTryAcquireLua.Exec(ctx, c.rdb, []string{name, SemTimeoutKey(name), SemChannel(name)},
-		[]string{"1", strconv.FormatInt(end, 10), nowMs(), strconv.Itoa(NonExpirableTimeout), c.publishCommand(), string(raw)}).ToString()
+		[]string{"1", strconv.FormatInt(end, 10), nowMsText(), strconv.Itoa(NonExpirableTimeout), c.publishCommand(), string(raw)}).ToString()
 	switch {
 	case rueidis.IsRedisNil(err):
 		return "", 0, nil
@@ -265,7 +266,7 @@ func (c *Client) TryReleasePermit(ctx context.Context, name, id string) (bool, e
 		return false, err
 	}
 	n, err := semReleaseLua.Exec(ctx, c.rdb, []string{name, SemChannel(name), SemTimeoutKey(name)},
-		[]string{string(raw), "1", nowMs(), c.publishCommand()}).AsInt64()
+		[]string{string(raw), "1", nowMsText(), c.publishCommand()}).AsInt64()
 	return n == 1, err
 }
 

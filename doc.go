@@ -47,9 +47,9 @@
 //
 // Open takes the URLs of the holdfast command (an ACL user, TLS, Cluster
 // seeds, Sentinels); New takes a rueidis.Client you configured yourself.
-// With Config.Layout = LayoutRedisson, Lock, ReadLock, WriteLock and
-// Semaphore speak Redisson's keys and messages, so Go and Java processes
-// share lock names.
+// With Config.Layout = LayoutRedisson, Lock, FairLock, ReadLock, WriteLock
+// and Semaphore speak Redisson's keys and messages, so Go and Java
+// processes share lock names.
 // Package sim runs the same lock logic in a deterministic simulator, to test
 // code that uses holdfast under failovers, partitions and pauses.
 //

@@ -161,8 +161,8 @@ func parseExec(args []string) (execOptions, error) {
 		return o, err
 	}
 	o.target.layout, err = parseLayout(*layout)
-	if err == nil && o.target.layout == holdfast.LayoutRedisson && (o.kind == "fair" || o.kind == "elect") {
-		err = usageError{fmt.Sprintf("exec: --%s is not supported with --layout redisson", map[string]string{"fair": "fair", "semaphore": "permits", "elect": "elect"}[o.kind])}
+	if err == nil && o.target.layout == holdfast.LayoutRedisson && o.kind == "elect" {
+		err = usageError{fmt.Sprintf("exec: --%s is not supported with --layout redisson", o.kind)}
 	}
 	return o, err
 }

@@ -156,7 +156,7 @@ func TestLayoutRedisson(t *testing.T) {
 		t.Fatalf("exec --layout redisson: exit %d, the hash seen by CMD %q, stderr %q", r.code, r.stdout, r.stderr)
 	}
 	for _, args := range [][]string{
-		{"exec", "--layout", "redisson", "--fair", "x", "--", "true"},
+		{"exec", "--layout", "redisson", "--elect", "me", "x", "--", "true"},
 		{"exec", "--layout", "cobol", "x", "--", "true"},
 	} {
 		if r := runHoldfast(t, args...); r.code != exitUsage {

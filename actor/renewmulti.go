@@ -268,8 +268,15 @@ func (r *Rueidis) runNode(ctx context.Context, n *nodeCalls, calls []scripts.Cal
 	}
 	res := n.client.DoMulti(ctx, cmds...)
 	// Whether the node answered tells where to read the slot map next
-	// (nodeRoutes.pick).
-	r.routes.heard(n.addr, res[0].NonRedisError() == nil)
+	// (nodeRoutes.pick). A node that did not answer may be gone (a
+	// failover promotes its replica, and the map names the dead master
+	// until it is read again): the map is read again beside the next
+	// rounds, from a node that answers.
+	answered := res[0].NonRedisError() == nil
+	r.routes.heard(n.addr, answered)
+	if !answered {
+		r.routes.stale.Store(true)
+	}
 	var again rueidis.Commands
 	var againIdx []int
 	for j := range n.idx {

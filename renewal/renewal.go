@@ -118,7 +118,11 @@ type Batcher struct {
 	spareBuf   *roundBuffer
 }
 
-// New returns a Batcher. It starts no goroutine until a batch is sent.
+// New returns a Batcher. It starts no goroutine until a batch is sent,
+// but for a first Prepare (see Config.Prepare): a cluster's slot map is
+// then read while the first holds are taken, long before their first
+// renewal round, which would otherwise group its keys by slot (one call
+// per slot) for want of a map.
 func New(cfg Config) *Batcher {
 	if cfg.MaxBatch <= 0 {
 		cfg.MaxBatch = 100
@@ -132,7 +136,9 @@ func New(cfg Config) *Batcher {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.New()
 	}
-	return &Batcher{cfg: cfg}
+	b := &Batcher{cfg: cfg}
+	b.prepare()
+	return b
 }
 
 // Add queues one renewal for the batch that closes at the next tick.

@@ -358,7 +358,7 @@ func throughputCharts(s *Set) ([]*plot.Plot, error) {
 	for _, c := range []struct{ scenario, metric, title, y string }{
 		{"uncontended", "cycles_per_s", "Uncontended, 64 goroutines", "lock+release cycles/s"},
 		{"hotlock", "handoffs_per_s", "One hot lock, 64 goroutines", "handoffs/s to another goroutine"},
-		{"uncontended", "redis_cpu_us_per_cycle", "Redis CPU per cycle (lower is better)", "µs of redis-server CPU per cycle"},
+		{"uncontended", "redis_cpu_us_per_cycle", "Redis CPU per cycle", "µs of redis-server CPU per cycle"},
 	} {
 		p := newPlot(c.title, "", c.y)
 		n, err := perLibrary(s, p, c.scenario, c.metric, Libraries, false)

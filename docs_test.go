@@ -287,16 +287,16 @@ func markdownSection(t *testing.T, raw, file, head string) string {
 	return section
 }
 
-// lockKinds returns, sorted, the exported functions and *Client methods of
-// package holdfast whose one result is a *Lock: the lock kinds.
-func lockKinds(t *testing.T) []string {
+// packageFuncs returns the function declarations of package holdfast's
+// non-test files.
+func packageFuncs(t *testing.T) []*ast.FuncDecl {
 	t.Helper()
 	files, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	fset := token.NewFileSet()
-	var kinds []string
+	var fns []*ast.FuncDecl
 	for _, name := range files {
 		if strings.HasSuffix(name, "_test.go") {
 			continue
@@ -306,15 +306,27 @@ func lockKinds(t *testing.T) []string {
 			t.Fatal(err)
 		}
 		for _, d := range f.Decls {
-			fn, ok := d.(*ast.FuncDecl)
-			if !ok || !fn.Name.IsExported() || fn.Type.Results == nil || len(fn.Type.Results.List) != 1 || !isPtrTo(fn.Type.Results.List[0].Type, "Lock") {
-				continue
+			if fn, ok := d.(*ast.FuncDecl); ok {
+				fns = append(fns, fn)
 			}
-			if fn.Recv != nil && !isPtrTo(fn.Recv.List[0].Type, "Client") {
-				continue
-			}
-			kinds = append(kinds, fn.Name.Name)
 		}
+	}
+	return fns
+}
+
+// lockKinds returns, sorted, the exported functions and *Client methods of
+// package holdfast whose one result is a *Lock: the lock kinds.
+func lockKinds(t *testing.T) []string {
+	t.Helper()
+	var kinds []string
+	for _, fn := range packageFuncs(t) {
+		if !fn.Name.IsExported() || fn.Type.Results == nil || len(fn.Type.Results.List) != 1 || !isPtrTo(fn.Type.Results.List[0].Type, "Lock") {
+			continue
+		}
+		if fn.Recv != nil && !isPtrTo(fn.Recv.List[0].Type, "Client") {
+			continue
+		}
+		kinds = append(kinds, fn.Name.Name)
 	}
 	slices.Sort(kinds)
 	return kinds
@@ -332,24 +344,10 @@ func isPtrTo(e ast.Expr, name string) bool {
 // clientMethods returns the exported methods of *Client.
 func clientMethods(t *testing.T) []string {
 	t.Helper()
-	files, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	fset := token.NewFileSet()
 	var names []string
-	for _, name := range files {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv != nil && fn.Name.IsExported() && isPtrTo(fn.Recv.List[0].Type, "Client") {
-				names = append(names, fn.Name.Name)
-			}
+	for _, fn := range packageFuncs(t) {
+		if fn.Recv != nil && fn.Name.IsExported() && isPtrTo(fn.Recv.List[0].Type, "Client") {
+			names = append(names, fn.Name.Name)
 		}
 	}
 	return names
